@@ -1,0 +1,505 @@
+//! Command-line flags: `ibv_rc_pingpong`'s, with its short flags and defaults.
+//!
+//! The flags are split into small [`clap::Args`] groups so every step flattens exactly the
+//! ones it uses and no flag is defined twice: 01–02 take [`DeviceArgs`], 03 adds
+//! [`BufferArgs`], 04 adds [`QueueArgs`], and 05–09 take all of [`PingpongArgs`].
+//!
+//! ```no_run
+//! use clap::Parser;
+//! use rdma_dissect::cli::{self, PingpongArgs};
+//!
+//! #[derive(Parser)]
+//! #[command(about = "INIT→RTR", after_help = cli::two_terminals_help("05_modify_qp_rtr"))]
+//! struct Cli {
+//!     #[command(flatten)]
+//!     args: PingpongArgs,
+//! }
+//! let cli = Cli::parse();
+//! ```
+//!
+//! Defaults are those of rc_pingpong.c's `main` (not of its man page, which claims `-r`
+//! defaults to 1000; the code says 500). Numbers accept decimal or `0x` hex, as the C code's
+//! `strtoul(optarg, NULL, 0)` does; its octal (`010` = 8) is deliberately not copied — a
+//! student typing `-s 0100` means 100. Where the C tool silently takes nonsense (`-s 0`,
+//! `-n 0`, `-l 99`) we refuse with a message that says why, before touching the device.
+//!
+//! Deliberately **not** implemented, because they teach features beyond the nine stages:
+//! `-o/--odp` and `-O/--iodp` (on-demand paging), `-P/--prefetch` (ODP prefetch),
+//! `-t/--ts` (CQE timestamps via `ibv_create_cq_ex`), `-j/--dm` (device memory),
+//! `-N/--new_send` (the `ibv_wr_*` post-send API), `-U/--allow-cc-unprotected`
+//! (confidential-computing guests). clap rejects them as unknown arguments.
+
+use clap::Args;
+use std::fmt;
+use std::time::Duration;
+
+/// Which side of the TCP exchange we are. rc_pingpong decides by whether a host was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// No host argument: listen on `-p`, accept one client, reply after connecting the QP.
+    Server,
+    /// A host argument: connect to it, speak first, send `"done"` last. Also the side that
+    /// posts the first SEND of the ping-pong.
+    Client {
+        /// As given on the command line: a name or an address.
+        host: String,
+    },
+}
+
+impl Role {
+    /// Short label for traces and the walkthrough's role-labelled output.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Role::Server => "server",
+            Role::Client { .. } => "client",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Role::Server => f.write_str("server"),
+            Role::Client { host } => write!(f, "client of {host}"),
+        }
+    }
+}
+
+/// Which device, port and GID: all any verbs program needs to open and address a port.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct DeviceArgs {
+    /// IB device to use, e.g. rxe0 (default: the first device found, like rc_pingpong)
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    pub ib_dev: Option<String>,
+
+    /// Port of the IB device (numbered from 1)
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT", default_value = "1", value_parser = parse_ib_port)]
+    pub ib_port: u8,
+
+    /// Local GID table index, needed on RoCE (rxe): the GRH is the only way to address a
+    /// RoCE peer, which has no LID. Default: none (LID-only addressing, InfiniBand)
+    #[arg(short = 'g', long = "gid-idx", value_name = "GID_INDEX", allow_negative_numbers = true, value_parser = parse_gid_idx)]
+    pub gid_idx: Option<i32>,
+}
+
+/// The buffer registered as the MR: its size is also the size of every SEND.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct BufferArgs {
+    /// Size of message to exchange, bytes
+    #[arg(short = 's', long = "size", value_name = "SIZE", default_value = "4096", value_parser = parse_size)]
+    pub size: u32,
+}
+
+/// Queue sizing and completion mode: what `ibv_create_cq`/`ibv_create_qp` are asked for.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct QueueArgs {
+    /// Number of receives to post at a time (the CQ gets rx-depth + 1 entries)
+    #[arg(short = 'r', long = "rx-depth", value_name = "DEPTH", default_value = "500", value_parser = parse_rx_depth)]
+    pub rx_depth: u32,
+
+    /// Sleep on CQ events (a completion channel) instead of busy-polling the CQ
+    #[arg(short = 'e', long = "events")]
+    pub events: bool,
+}
+
+/// The TCP side channel: where to meet the peer and how long to wait for it.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct ExchangeArgs {
+    /// TCP port to listen on (server) or connect to (client) for the address exchange
+    #[arg(short = 'p', long = "port", value_name = "PORT", default_value = "18515", value_parser = parse_tcp_port)]
+    pub port: u16,
+
+    /// Seconds to wait for the peer: for the client's connect (retried while refused), for
+    /// the server's accept, and for every message of the exchange. rc_pingpong waits forever
+    #[arg(long = "timeout", value_name = "SECONDS", default_value = "20", value_parser = parse_timeout)]
+    pub timeout: Duration,
+}
+
+/// All of `ibv_rc_pingpong`'s flags that the steps implement (05–09 flatten this).
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct PingpongArgs {
+    /// Server to connect to; without it, act as the server and wait for a client
+    #[arg(value_name = "HOST")]
+    pub host: Option<String>,
+
+    #[command(flatten)]
+    pub device: DeviceArgs,
+
+    #[command(flatten)]
+    pub buffer: BufferArgs,
+
+    #[command(flatten)]
+    pub queue: QueueArgs,
+
+    #[command(flatten)]
+    pub exchange: ExchangeArgs,
+
+    /// Path MTU: 256, 512, 1024, 2048 or 4096
+    #[arg(short = 'm', long = "mtu", value_name = "SIZE", default_value = "1024", value_parser = parse_mtu)]
+    pub mtu: Mtu,
+
+    /// Number of exchanges (each is one SEND each way)
+    #[arg(short = 'n', long = "iters", value_name = "ITERS", default_value = "1000", value_parser = parse_iters)]
+    pub iters: u32,
+
+    /// Service level (0-15) put in the address vector
+    #[arg(short = 'l', long = "sl", value_name = "SL", default_value = "0", value_parser = parse_sl)]
+    pub sl: u8,
+
+    /// Validate the received buffer (the client fills it with a pattern, the server checks)
+    #[arg(short = 'c', long = "chk")]
+    pub chk: bool,
+}
+
+impl PingpongArgs {
+    /// Server without a host, client with one — rc_pingpong's rule.
+    pub fn role(&self) -> Role {
+        match &self.host {
+            None => Role::Server,
+            Some(host) => Role::Client { host: host.clone() },
+        }
+    }
+
+    /// The `--timeout` for [`crate::exchange::Connection`].
+    pub fn timeout(&self) -> Duration {
+        self.exchange.timeout
+    }
+}
+
+/// The InfiniBand path MTUs — the only values `ibv_qp_attr.path_mtu` can take.
+///
+/// A typed enum rather than a number so an invalid MTU is refused when the flags are parsed,
+/// not by `ibv_modify_qp(RTR)` with a bare EINVAL. (C's `pp_mtu_to_enum` returns -1 for other
+/// values, and rc_pingpong's check `mtu == 0` never catches it.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mtu {
+    Mtu256,
+    Mtu512,
+    Mtu1024,
+    Mtu2048,
+    Mtu4096,
+}
+
+impl Mtu {
+    /// All values, smallest first.
+    pub const ALL: [Mtu; 5] = [Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024, Mtu::Mtu2048, Mtu::Mtu4096];
+
+    /// Payload bytes per packet.
+    pub fn bytes(self) -> u32 {
+        match self {
+            Mtu::Mtu256 => 256,
+            Mtu::Mtu512 => 512,
+            Mtu::Mtu1024 => 1024,
+            Mtu::Mtu2048 => 2048,
+            Mtu::Mtu4096 => 4096,
+        }
+    }
+
+    /// From a byte count, as `pp_mtu_to_enum` does; `None` for anything else.
+    pub fn from_bytes(bytes: u32) -> Option<Mtu> {
+        Mtu::ALL.into_iter().find(|m| m.bytes() == bytes)
+    }
+
+    /// The verbs enum value (`IBV_MTU_256` = 1 … `IBV_MTU_4096` = 5).
+    pub fn to_ibv(self) -> ibverbs_sys::ibv_mtu {
+        match self {
+            Mtu::Mtu256 => ibverbs_sys::IBV_MTU_256,
+            Mtu::Mtu512 => ibverbs_sys::IBV_MTU_512,
+            Mtu::Mtu1024 => ibverbs_sys::IBV_MTU_1024,
+            Mtu::Mtu2048 => ibverbs_sys::IBV_MTU_2048,
+            Mtu::Mtu4096 => ibverbs_sys::IBV_MTU_4096,
+        }
+    }
+
+    /// Back from the verbs enum, e.g. to print a port's `active_mtu`.
+    pub fn from_ibv(mtu: ibverbs_sys::ibv_mtu) -> Option<Mtu> {
+        Mtu::ALL.into_iter().find(|m| m.to_ibv() == mtu)
+    }
+}
+
+impl Default for Mtu {
+    /// rc_pingpong's default, `IBV_MTU_1024`: fits a standard 1500-byte Ethernet MTU on RoCE.
+    fn default() -> Self {
+        Mtu::Mtu1024
+    }
+}
+
+impl From<Mtu> for ibverbs_sys::ibv_mtu {
+    fn from(m: Mtu) -> Self {
+        m.to_ibv()
+    }
+}
+
+impl fmt::Display for Mtu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.bytes())
+    }
+}
+
+impl std::str::FromStr for Mtu {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_mtu(s)
+    }
+}
+
+/// The "two terminals" footer for a step's `--help`, with that step's bin name.
+///
+/// Attach with `#[command(after_help = cli::two_terminals_help("05_modify_qp_rtr"))]`.
+/// Why it exists: a student with one machine must realise both roles can run there, over
+/// 127.0.0.1, and that RoCE needs `-g`.
+pub fn two_terminals_help(bin: &str) -> String {
+    format!(
+        "Running both roles on one machine (any host with an RDMA device, e.g. Soft-RoCE rxe0):\n\
+         \x20 server:  cargo run --bin {bin} -- -g 1\n\
+         \x20 client:  cargo run --bin {bin} -- -g 1 127.0.0.1\n\
+         Start them in two terminals, in either order: the client retries until the server \
+         listens (up to --timeout seconds).\n\
+         -g is needed on RoCE: there is no LID, so the peer is addressed by GID \
+         (index 1 is ::ffff:<IPv4 address> on rxe; 01_open_device lists the GID table).\n\
+         Steps 05-08 speak ibv_rc_pingpong's exchange, so either side may be the C tool \
+         (ibv_rc_pingpong -g 1 [127.0.0.1]); 09_rdma_write extends it and needs 09 on both sides."
+    )
+}
+
+/// [`two_terminals_help`] for step 05, for places that need a `&'static str`.
+pub const TWO_TERMINALS_HELP: &str = "Running both roles on one machine (any host with an RDMA device, e.g. Soft-RoCE rxe0):\n  \
+server:  cargo run --bin 05_modify_qp_rtr -- -g 1\n  \
+client:  cargo run --bin 05_modify_qp_rtr -- -g 1 127.0.0.1\n\
+Start them in two terminals, in either order: the client retries until the server listens (up to --timeout seconds).";
+
+/// Decimal or `0x` hex, like `strtoul(s, NULL, 0)` minus octal (see the module doc).
+fn parse_number(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse::<u64>(),
+    };
+    parsed.map_err(|_| {
+        if t.starts_with('-') {
+            format!("'{s}' is negative; expected a whole number ≥ 0")
+        } else {
+            format!("'{s}' is not a number (expected decimal like 4096 or hex like 0x1000)")
+        }
+    })
+}
+
+fn in_range(s: &str, min: u64, max: u64, why: &str) -> Result<u64, String> {
+    let v = parse_number(s)?;
+    if v < min || v > max {
+        return Err(format!("{v} is out of range {min}..={max}: {why}"));
+    }
+    Ok(v)
+}
+
+fn parse_ib_port(s: &str) -> Result<u8, String> {
+    let v = parse_number(s)?;
+    if v == 0 {
+        return Err("port 0 does not exist: ports of an RDMA device are numbered from 1 \
+                    (`ibv_devinfo` or 01_open_device shows them); the usual value is 1"
+            .into());
+    }
+    u8::try_from(v).map_err(|_| format!("{v} is not a port number: verbs port numbers are 1..=255"))
+}
+
+fn parse_gid_idx(s: &str) -> Result<i32, String> {
+    if s.trim().starts_with('-') {
+        return Err(format!(
+            "GID index '{s}' is negative: GID table indices start at 0. To use no GID (as \
+             rc_pingpong's -g -1 does), leave -g out"
+        ));
+    }
+    in_range(s, 0, i32::MAX as u64, "a GID table index").map(|v| v as i32)
+}
+
+fn parse_size(s: &str) -> Result<u32, String> {
+    let v = parse_number(s)?;
+    if v == 0 {
+        return Err("size 0: there would be nothing to ping-pong and no buffer to register; \
+                    use at least 1 byte (rc_pingpong's default is 4096)"
+            .into());
+    }
+    u32::try_from(v).map_err(|_| {
+        format!("{v} bytes is more than one SEND can carry: a scatter/gather entry's length is 32 bits (max {})", u32::MAX)
+    })
+}
+
+fn parse_rx_depth(s: &str) -> Result<u32, String> {
+    let v = parse_number(s)?;
+    if v == 0 {
+        return Err("rx-depth 0: with no receive posted, the first SEND the peer makes has \
+                    nowhere to land (RNR); use at least 1 (default 500)"
+            .into());
+    }
+    // The CQ is created with rx_depth + 1 entries, an `int` in ibv_create_cq.
+    in_range(s, 1, i32::MAX as u64 - 1, "the CQ gets rx-depth + 1 entries, a C int").map(|v| v as u32)
+}
+
+fn parse_iters(s: &str) -> Result<u32, String> {
+    let v = parse_number(s)?;
+    if v == 0 {
+        return Err("iters 0: nothing would be exchanged and the rate would divide by zero; \
+                    use at least 1 (default 1000)"
+            .into());
+    }
+    u32::try_from(v).map_err(|_| format!("{v} iterations is more than the 32-bit counter rc_pingpong uses"))
+}
+
+fn parse_sl(s: &str) -> Result<u8, String> {
+    in_range(s, 0, 15, "the service level is a 4-bit field").map(|v| v as u8)
+}
+
+fn parse_tcp_port(s: &str) -> Result<u16, String> {
+    let v = parse_number(s)?;
+    if v == 0 {
+        return Err("TCP port 0 would let the OS pick a random port the client cannot know; \
+                    use the default 18515 or any 1..=65535, the same on both sides"
+            .into());
+    }
+    u16::try_from(v).map_err(|_| format!("{v} is not a TCP port (1..=65535)"))
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let v = parse_number(s)?;
+    if v == 0 {
+        return Err("--timeout 0 would fail every wait at once; give seconds ≥ 1".into());
+    }
+    // Cap at a day: a finite bound is the point of the flag, and it keeps Instant + timeout
+    // arithmetic far from overflow.
+    if v > 86_400 {
+        return Err(format!("--timeout {v} s is over a day; give at most 86400"));
+    }
+    Ok(Duration::from_secs(v))
+}
+
+fn parse_mtu(s: &str) -> Result<Mtu, String> {
+    let v = parse_number(s)?;
+    u32::try_from(v).ok().and_then(Mtu::from_bytes).ok_or_else(|| {
+        format!(
+            "MTU {v} is not an InfiniBand path MTU: use 256, 512, 1024, 2048 or 4096 \
+             (on RoCE it must also fit the netdev MTU: 1024 for a 1500-byte Ethernet MTU)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    #[command(name = "05_modify_qp_rtr", after_help = two_terminals_help("05_modify_qp_rtr"))]
+    struct Cli {
+        #[command(flatten)]
+        args: PingpongArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<PingpongArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("05_modify_qp_rtr").chain(argv.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn defaults_are_rc_pingpongs() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.role(), Role::Server);
+        assert_eq!(a.exchange.port, 18515);
+        assert_eq!(a.device, DeviceArgs { ib_dev: None, ib_port: 1, gid_idx: None });
+        assert_eq!(a.buffer.size, 4096);
+        assert_eq!(a.mtu, Mtu::Mtu1024);
+        assert_eq!(a.queue, QueueArgs { rx_depth: 500, events: false });
+        assert_eq!(a.iters, 1000);
+        assert_eq!(a.sl, 0);
+        assert!(!a.chk);
+        assert_eq!(a.timeout(), Duration::from_secs(20));
+    }
+
+    #[test]
+    fn short_flags_are_rc_pingpongs() {
+        let a = parse(&[
+            "-p", "9999", "-d", "rxe0", "-i", "2", "-s", "0x40", "-m", "4096", "-r", "16", "-n", "5", "-l", "3",
+            "-e", "-g", "1", "-c", "--timeout", "3", "127.0.0.1",
+        ])
+        .unwrap();
+        assert_eq!(a.role(), Role::Client { host: "127.0.0.1".into() });
+        assert_eq!(a.exchange.port, 9999);
+        assert_eq!(a.device, DeviceArgs { ib_dev: Some("rxe0".into()), ib_port: 2, gid_idx: Some(1) });
+        assert_eq!(a.buffer.size, 64);
+        assert_eq!(a.mtu.to_ibv(), ibverbs_sys::IBV_MTU_4096);
+        assert_eq!(a.queue, QueueArgs { rx_depth: 16, events: true });
+        assert_eq!((a.iters, a.sl, a.chk), (5, 3, true));
+        assert_eq!(a.timeout(), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn long_flags() {
+        let a = parse(&["--port=1", "--ib-dev=mlx5_0", "--ib-port=1", "--size=1", "--mtu=256", "--rx-depth=1",
+            "--iters=1", "--sl=15", "--events", "--gid-idx=0", "--chk", "host"])
+        .unwrap();
+        assert_eq!(a.mtu, Mtu::Mtu256);
+        assert_eq!(a.sl, 15);
+        assert_eq!(a.device.gid_idx, Some(0));
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_a_reason() {
+        for (argv, needle) in [
+            (&["-s", "0"][..], "size 0"),
+            (&["-n", "0"][..], "iters 0"),
+            (&["-r", "0"][..], "rx-depth 0"),
+            (&["-m", "1500"][..], "MTU 1500 is not an InfiniBand path MTU"),
+            (&["-i", "0"][..], "port 0 does not exist"),
+            (&["-p", "0"][..], "TCP port 0"),
+            (&["-p", "65536"][..], "not a TCP port"),
+            (&["-l", "16"][..], "4-bit"),
+            (&["-g", "-1"][..], "negative"),
+            (&["-s", "4k"][..], "not a number"),
+            (&["--timeout", "0"][..], "--timeout 0"),
+        ] {
+            let err = parse(argv).unwrap_err().to_string();
+            assert!(err.contains(needle), "{argv:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn omitted_c_flags_are_unknown() {
+        for flag in ["-o", "-O", "-P", "-t", "-j", "-N", "-U"] {
+            assert!(parse(&[flag]).is_err(), "{flag} should be rejected");
+        }
+    }
+
+    #[test]
+    fn mtu_round_trips_through_verbs() {
+        for m in Mtu::ALL {
+            assert_eq!(Mtu::from_ibv(m.into()), Some(m));
+            assert_eq!(m.to_string().parse::<Mtu>(), Ok(m));
+        }
+        assert_eq!(Mtu::Mtu256.to_ibv(), 1);
+        assert_eq!(Mtu::Mtu4096.to_ibv(), 5);
+    }
+
+    #[test]
+    fn help_has_the_footer_and_no_duplicate_flags() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert(); // panics on duplicate short/long flags
+        let help = Cli::command().render_help().to_string();
+        assert!(help.contains("cargo run --bin 05_modify_qp_rtr -- -g 1 127.0.0.1"), "{help}");
+        assert!(TWO_TERMINALS_HELP.contains("-g 1 127.0.0.1"));
+    }
+
+    #[test]
+    fn small_groups_flatten_on_their_own() {
+        #[derive(Parser)]
+        struct Step04 {
+            #[command(flatten)]
+            device: DeviceArgs,
+            #[command(flatten)]
+            buffer: BufferArgs,
+            #[command(flatten)]
+            queue: QueueArgs,
+        }
+        use clap::CommandFactory;
+        Step04::command().debug_assert();
+        let s = Step04::try_parse_from(["04", "-d", "rxe0", "-s", "64", "-r", "8", "-e"]).unwrap();
+        assert_eq!((s.device.ib_dev.as_deref(), s.buffer.size, s.queue.rx_depth, s.queue.events), (Some("rxe0"), 64, 8, true));
+    }
+}
