@@ -1,0 +1,199 @@
+# Shared by the lab scripts (sourced, not run): prerequisites, the cached guest kernel,
+# the initramfs and the choice of accelerator. Messages go to stderr so that a command's
+# stdout stays exactly what the command printed.
+
+# What the lab VM and the project need from Debian. The guest runs the host's own
+# binaries (its root filesystem is the host's), so the RDMA userspace — libibverbs, the
+# rxe provider, the C tools we compare against — is installed on the host.
+LAB_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils iproute2
+    rdma-core ibverbs-utils ibverbs-providers libibverbs-dev perftest)
+LAB_CACHE=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdma-dissect/lab}
+
+# -nodefaults and a NIC on a hub with nothing else attached: no slirp, no tap, so no
+# guest packet can leave the VM. rxe traffic to the guest's own address never touches
+# even that wire.
+LAB_QEMU_BASE=(-M pc -nodefaults -no-user-config -display none -no-reboot -monitor none
+    -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,romfile=)
+
+# Each of these saves boot time under TCG, where the guest kernel runs ~10x slower than
+# native: no crypto self-tests, no Spectre mitigations to patch in, no i8042/PNP probing,
+# no TSC calibration against a PIT that TCG emulates badly, and legacy PCI IRQ routing
+# instead of interpreting ACPI's interrupt links (≈1 s). `reboot -f` + qemu -no-reboot
+# ends the VM; panic=-1 turns a panic into that same reboot, so qemu always exits.
+LAB_KERNEL_CMDLINE="console=ttyS0 quiet loglevel=3 panic=-1 cryptomgr.notests mitigations=off \
+nokaslr random.trust_cpu=on i8042.noaux i8042.nopnp i8042.nomux 8250.nr_uarts=1 \
+no_timer_check tsc=reliable pci=noacpi"
+
+now() { date +%s%3N; }
+lab_log() { [ "${verbose:-0}" = 1 ] && echo "lab: $*" >&2; return 0; }
+
+# Installs the missing packages when we are root (as CI and the lab VMs are); otherwise
+# says exactly what to run.
+lab_require_packages() {
+    local installed missing=() p
+    if ! command -v dpkg-query >/dev/null; then
+        echo "lab: this needs a Debian or Ubuntu host (dpkg/apt) to fetch Debian's kernel and packages." >&2
+        return 1
+    fi
+    installed=" $(dpkg-query -W -f='${Package}:${db:Status-Status} ' "${LAB_PACKAGES[@]}" 2>/dev/null) "
+    for p in "${LAB_PACKAGES[@]}"; do
+        [[ $installed == *" $p:installed "* ]] || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" != 0 ]; then
+        echo "lab: missing packages. Install them with:" >&2
+        echo "  sudo apt-get install -y ${missing[*]}" >&2
+        return 1
+    fi
+    echo "lab: installing ${missing[*]} ..." >&2
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; } >&2 || {
+        echo "lab: apt-get install failed (see above)." >&2
+        return 1
+    }
+}
+
+# Debian's generic amd64 kernel ships rdma_rxe as a module (the -cloud- flavour does not).
+# We unpack it into our cache — never into the host's /boot or /lib/modules — and boot
+# its uncompressed vmlinux: the kernel has CONFIG_PVH, so qemu can enter it directly and
+# skip ≈2 s of XZ decompression under TCG. Sets LAB_KDIR, LAB_KVER, LAB_VMLINUX.
+lab_prepare_kernel() {
+    local pkg ver deb tmp off lists lookup
+    # Asking apt costs ≈2 s here (no pkgcache.bin), so the answer is remembered until the
+    # package lists change, i.e. until the next apt-get update.
+    lists=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo none)
+    lookup=$LAB_CACHE/kernel-lookup
+    if [ -f "$lookup" ] && [ "$(head -n 1 "$lookup")" = "$lists" ]; then
+        read -r pkg ver < <(tail -n 1 "$lookup")
+    else
+        pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+        if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then
+            apt-get update -q >&2
+            lists=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo none)
+            pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+        fi
+        ver=
+        [ -n "$pkg" ] && ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2; exit}')
+        if [ -n "$pkg" ] && [ -n "$ver" ] && [ "$ver" != "(none)" ]; then
+            mkdir -p "$LAB_CACHE"
+            printf '%s\n%s %s\n' "$lists" "$pkg" "$ver" >"$lookup"
+        else
+            pkg=
+        fi
+    fi
+    if [ -n "$pkg" ]; then
+        LAB_KDIR=$LAB_CACHE/$pkg-$ver
+    else
+        # No package lists (offline, not root): a kernel fetched earlier still works.
+        LAB_KDIR=$(ls -d "$LAB_CACHE"/linux-image-*/ 2>/dev/null | sort -V | tail -n 1)
+        LAB_KDIR=${LAB_KDIR%/}
+        if [ -z "$LAB_KDIR" ]; then
+            echo "lab: cannot find Debian's kernel package (apt-cache knows no linux-image-amd64; run 'sudo apt-get update')." >&2
+            return 1
+        fi
+        pkg=$(basename "$LAB_KDIR"); pkg=${pkg%-*-*}
+    fi
+    LAB_KVER=${pkg#linux-image-}
+    LAB_VMLINUX=$LAB_KDIR/vmlinux
+    [ -f "$LAB_KDIR/.ready" ] && return 0
+
+    echo "lab: fetching the guest kernel $pkg ${ver:-} (once; cached in $LAB_CACHE) ..." >&2
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) || {
+        rm -rf "$tmp"; echo "lab: apt-get download $pkg failed." >&2; return 1
+    }
+    deb=$(ls "$tmp"/*.deb)
+    # A new kernel version replaces the old one: the cache holds one kernel.
+    rm -rf "$LAB_CACHE"/linux-image-* "$LAB_CACHE"/initramfs-*
+    mkdir -p "$LAB_KDIR"
+    dpkg -x "$deb" "$LAB_KDIR"
+    rm -rf "$tmp"
+    depmod -b "$LAB_KDIR" "$LAB_KVER"
+    off=$(LC_ALL=C grep -m 1 -obUaP '\xfd7zXZ\x00' "$LAB_KDIR/boot/vmlinuz-$LAB_KVER" | cut -d: -f1)
+    # xz stops after the first stream and tail then dies of SIGPIPE: judge xz alone.
+    if [ -z "$off" ] || ! xz -dc --single-stream >"$LAB_VMLINUX" 2>/dev/null \
+            < <(tail -c +$((off + 1)) "$LAB_KDIR/boot/vmlinuz-$LAB_KVER"); then
+        echo "lab: could not unpack vmlinux from the bzImage; booting the compressed kernel." >&2
+        cp "$LAB_KDIR/boot/vmlinuz-$LAB_KVER" "$LAB_VMLINUX"
+    fi
+    touch "$LAB_KDIR/.ready"
+}
+
+# Debian signs its modules and the kernel checks each signature at insmod: RSA under TCG
+# costs tens of milliseconds a module. The lab kernel does not enforce signatures, so we
+# drop the appended signature (struct module_signature, whose last 4 bytes are the
+# big-endian signature length, then the magic string) and skip that work.
+lab_copy_unsigned() {
+    local src=$1 dst=$2 magic='~Module signature appended~' size siglen
+    size=$(stat -c %s "$src")
+    if [ "$(tail -c 28 "$src" | head -c 27)" = "$magic" ]; then
+        siglen=$(tail -c 32 "$src" | head -c 4 | od -An -tu1 | awk '{print $1*16777216 + $2*65536 + $3*256 + $4}')
+        head -c $((size - 28 - 12 - siglen)) "$src" >"$dst"
+    else
+        cp "$src" "$dst"
+    fi
+}
+
+# The initramfs holds only what the kernel needs before it can mount the host's root:
+# busybox, our init, and the modules for virtio, 9p, overlay and the RDMA stack, in
+# dependency order. It is rebuilt whenever any of those inputs changes.
+# Sets LAB_INITRAMFS.
+lab_prepare_initramfs() {
+    local want key stage m
+    # crc32_generic first: rdma_rxe asks the crypto API for "crc32", and the accelerated
+    # variant needs a CPU flag that TCG's qemu64 model lacks.
+    want=(virtio_pci virtio_net virtio_console 9pnet_virtio 9p overlay crc32_generic rdma_rxe)
+    key=$( { cat "$lab_dir/guest-init" "$lab_dir/common.sh"; echo "$LAB_KDIR ${want[*]}"; busybox 2>&1 | head -n 1; } \
+        | sha256sum | cut -c1-16)
+    LAB_INITRAMFS=$LAB_CACHE/initramfs-$key.cpio
+    [ -f "$LAB_INITRAMFS" ] && return 0
+
+    lab_log "building the initramfs"
+    stage=$(mktemp -d)
+    mkdir -p "$stage/bin" "$stage/modules"
+    cp /bin/busybox "$stage/bin/busybox"
+    cp "$lab_dir/guest-init" "$stage/init"
+    chmod +x "$stage/init"
+    modprobe -a -d "$LAB_KDIR" -S "$LAB_KVER" --show-depends "${want[@]}" \
+        | awk '$1 == "insmod" && !seen[$2]++ {print $2}' \
+        | while read -r m; do
+            lab_copy_unsigned "$m" "$stage/modules/$(basename "$m")"
+            basename "$m" >>"$stage/modules/order"
+        done
+    rm -f "$LAB_CACHE"/initramfs-*.cpio
+    (cd "$stage" && find . | cpio -o -H newc --quiet) >"$LAB_INITRAMFS.tmp"
+    mv "$LAB_INITRAMFS.tmp" "$LAB_INITRAMFS"
+    rm -rf "$stage"
+}
+
+# KVM when it really boots our kernel, TCG otherwise. /dev/kvm existing proves nothing:
+# on this project's CI machines it is PVM-backed and a Debian kernel either aborts
+# ("failed to set MSR 0x10a") or hangs after the decompressor. So we boot once, bounded,
+# and remember the answer for this host kernel, guest kernel and qemu.
+# Prints "ACCEL CPU", e.g. "tcg qemu64".
+lab_accel() {
+    local choice=${LAB_ACCEL:-auto} key probe_dir ok
+    case "$choice" in
+        tcg) echo "tcg qemu64"; return 0 ;;
+        kvm) echo "kvm host"; return 0 ;;
+        auto) ;;
+        *) echo "lab: LAB_ACCEL must be tcg, kvm or unset (got '$choice')." >&2; return 1 ;;
+    esac
+    if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then
+        echo "tcg qemu64"; return 0
+    fi
+    key=$( { uname -r; echo "$LAB_KVER"; qemu-system-x86_64 --version | head -n 1; } | sha256sum | cut -c1-16)
+    if ! [ -f "$LAB_CACHE/accel-$key" ]; then
+        lab_log "probing whether KVM boots the guest kernel (once)"
+        probe_dir=$(mktemp -d)
+        ok=tcg
+        timeout --foreground -k 2 20 qemu-system-x86_64 "${LAB_QEMU_BASE[@]}" -accel kvm -cpu host \
+            -smp 1 -m 256 -kernel "$LAB_VMLINUX" -initrd "$LAB_INITRAMFS" \
+            -append "console=ttyS0 quiet lab.mode=probe" \
+            -chardev "file,id=con,path=$probe_dir/console" -serial chardev:con \
+            </dev/null >/dev/null 2>&1 || true
+        grep -q probe-ok "$probe_dir/console" 2>/dev/null && ok=kvm
+        rm -rf "$probe_dir"
+        echo "$ok" >"$LAB_CACHE/accel-$key"
+    fi
+    if [ "$(cat "$LAB_CACHE/accel-$key")" = kvm ]; then echo "kvm host"; else echo "tcg qemu64"; fi
+}
