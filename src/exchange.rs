@@ -63,11 +63,13 @@ impl Listener {
         let v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
         let listener = match TcpListener::bind(v4) {
             Ok(l) => l,
-            Err(e4) => match TcpListener::bind(v6) {
-                Ok(l) => l,
-                // The IPv4 error is the informative one (EADDRINUSE) on a dual-stack host.
-                Err(_) => return Err(ExchangeError::Bind { port, source: e4 }),
-            },
+            // Fall back only when IPv4 itself is missing: "port in use" or "permission
+            // denied" would not be fixed by IPv6, and silently listening on `::` alone
+            // would hide them.
+            Err(e4) if matches!(e4.kind(), ErrorKind::AddrInUse | ErrorKind::PermissionDenied) => {
+                return Err(ExchangeError::Bind { port, source: e4 })
+            }
+            Err(e4) => TcpListener::bind(v6).map_err(|_| ExchangeError::Bind { port, source: e4 })?,
         };
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(port);
         Ok(Listener { listener, port })
