@@ -27,16 +27,22 @@ no_timer_check tsc=reliable pci=noacpi"
 now() { date +%s%3N; }
 lab_log() { [ "${verbose:-0}" = 1 ] && echo "lab: $*" >&2; return 0; }
 
-# Installs the missing packages when we are root (as CI and the lab VMs are); otherwise
-# says exactly what to run.
+# What building the project needs on top: ibverbs-sys configures rdma-core's headers with
+# cmake and runs bindgen (libclang) at build time; libibverbs-dev above brings libnl.
+# chromium renders the book for its DOM test.
+BUILD_PACKAGES=(gcc make cmake pkg-config libclang-dev chromium)
+
+# Installs the missing packages (default: the lab's) when we are root, as CI and the
+# lab VMs are; otherwise says exactly what to run.
 lab_require_packages() {
-    local installed missing=() p
+    local installed missing=() p want=("$@")
+    [ ${#want[@]} -gt 0 ] || want=("${LAB_PACKAGES[@]}")
     if ! command -v dpkg-query >/dev/null; then
         echo "lab: this needs a Debian or Ubuntu host (dpkg/apt) to fetch Debian's kernel and packages." >&2
         return 1
     fi
-    installed=" $(dpkg-query -W -f='${Package}:${db:Status-Status} ' "${LAB_PACKAGES[@]}" 2>/dev/null) "
-    for p in "${LAB_PACKAGES[@]}"; do
+    installed=" $(dpkg-query -W -f='${Package}:${db:Status-Status} ' "${want[@]}" 2>/dev/null) "
+    for p in "${want[@]}"; do
         [[ $installed == *" $p:installed "* ]] || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0

@@ -1,0 +1,124 @@
+//! Tests of `lab/run` itself: the lab VM is the device every other test depends on, so
+//! what it promises (exit status, unmixed stdout and stderr, the caller's directory and a
+//! small allow-list of its environment, a ready rxe0) is checked from the host, booting
+//! real VMs. Host-only: `cargo test --features lab-host --test lab_run` (lab/test runs it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn project() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn lab_run(args: &[&str]) -> Command {
+    let mut cmd = Command::new(project().join("lab/run"));
+    cmd.args(args).current_dir(project());
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("spawn lab/run");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("the lab VM could not be set up"),
+        "the lab VM did not come up:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn exit_status_and_streams_come_back_separately() {
+    let out = run(&mut lab_run(&["sh", "-c", "echo to-stdout; echo to-stderr >&2; exit 7"]));
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "to-stdout\n");
+    // Nothing but the command's own stderr: no kernel messages, no qemu warnings.
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "to-stderr\n");
+}
+
+#[test]
+fn large_output_arrives_byte_exact_in_a_regular_file() {
+    // qemu writing to a regular-file stdout itself would lose or overwrite data; our relay
+    // must not. 2 MiB of binary data with every byte value, no '\r' added.
+    let dir = tempdir();
+    let file = dir.join("out.bin");
+    let status = lab_run(&["sh", "-c", "head -c 2097152 /dev/urandom | tee /tmp/sent | sha256sum >&2; cat /tmp/sent"])
+        .stdout(std::fs::File::create(&file).unwrap())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let sent = String::from_utf8_lossy(&status.stderr);
+    let got = Command::new("sha256sum").arg(&file).output().unwrap();
+    let got = String::from_utf8_lossy(&got.stdout);
+    assert_eq!(sent.split_whitespace().next(), got.split_whitespace().next());
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 2 * 1024 * 1024);
+}
+
+#[test]
+fn a_missing_command_is_127_with_a_message() {
+    let out = run(&mut lab_run(&["no-such-command-rdma-dissect"]));
+    assert_eq!(out.status.code(), Some(127));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-command-rdma-dissect"), "{err}");
+}
+
+#[test]
+fn cwd_and_allow_listed_environment_pass_through() {
+    let sub = project().join("src");
+    let out = run(lab_run(&["sh", "-c", "pwd; echo \"$NO_COLOR|$INSTA_X|$RDMA_DEVICE|${LAB_SECRET-unset}|$LAB_GUEST\""])
+        .current_dir(&sub)
+        .env("NO_COLOR", "1")
+        .env("INSTA_X", "insta value with spaces")
+        .env("RDMA_DEVICE", "rxe0")
+        .env("LAB_SECRET", "must not pass"));
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some(sub.to_str().unwrap()));
+    assert_eq!(lines.next(), Some("1|insta value with spaces|rxe0|unset|1"));
+}
+
+#[test]
+fn rxe0_is_active_with_the_ipv4_mapped_gid_at_index_1() {
+    let out = run(&mut lab_run(&[
+        "sh",
+        "-c",
+        "ibv_devinfo -d rxe0; cat /sys/class/infiniband/rxe0/ports/1/gids/1",
+    ]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("PORT_ACTIVE"), "{stdout}");
+    assert!(stdout.contains("0000:0000:0000:0000:0000:ffff:c000:0201"), "{stdout}");
+}
+
+#[test]
+fn the_project_is_writable_and_the_host_root_is_not_touched() {
+    let marker = project().join("target/lab-run-write-test");
+    let _ = std::fs::remove_file(&marker);
+    let out = run(&mut lab_run(&[
+        "sh",
+        "-c",
+        "echo from-the-vm > target/lab-run-write-test && echo scribble > /etc/lab-run-scribble && cat /etc/lab-run-scribble",
+    ]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "from-the-vm\n");
+    // Writes outside the project land in the VM's throw-away overlay.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "scribble\n");
+    assert!(!Path::new("/etc/lab-run-scribble").exists());
+    std::fs::remove_file(&marker).unwrap();
+}
+
+#[test]
+fn no_command_without_a_terminal_is_a_clear_error() {
+    let out = lab_run(&[]).stdin(std::process::Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stdin is not a terminal"));
+}
+
+fn tempdir() -> PathBuf {
+    let dir = project().join("target/lab-run-tests").join(format!("{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
