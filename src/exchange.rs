@@ -443,7 +443,7 @@ impl fmt::Display for ExchangeError {
             }
             Malformed { peer, what, error, received } => write!(
                 f,
-                "the peer {peer} sent a {what} that is not in rc_pingpong's format: {error}; \
+                "the {what} from the peer {peer} is not in rc_pingpong's format: {error}; \
                  received \"{}\" — is the peer an ibv_rc_pingpong-compatible program on the \
                  right port?",
                 received.escape_ascii()

@@ -207,7 +207,7 @@ impl fmt::Display for WireError {
             ),
             WireError::NotHex { field, start, end, at, found } => write!(
                 f,
-                "byte {at} is {}, expected a hex digit (0-9, a-f): the {field} field is bytes \
+                "byte {at} is {}, expected a hex digit (0-9, a-f, A-F): the {field} field is bytes \
                  {start}..{end}, {} hex digits",
                 ShowByte(*found),
                 end - start
@@ -366,7 +366,9 @@ pub fn gid_to_string(gid: &[u8; 16]) -> String {
     use fmt::Write;
     let words: [u16; 8] = std::array::from_fn(|i| u16::from_be_bytes([gid[2 * i], gid[2 * i + 1]]));
     // Find the longest run of zero words (glibc/BIND inet_ntop6).
-    let (mut best, mut cur): (Option<(usize, usize)>, Option<(usize, usize)>) = (None, None);
+    // Runs of zero words as (first word, length).
+    let mut best: Option<(usize, usize)> = None;
+    let mut cur: Option<(usize, usize)> = None;
     for (i, &w) in words.iter().enumerate() {
         if w == 0 {
             cur = Some(match cur {
@@ -374,13 +376,13 @@ pub fn gid_to_string(gid: &[u8; 16]) -> String {
                 Some((b, l)) => (b, l + 1),
             });
         } else if let Some(c) = cur.take() {
-            if best.map_or(true, |b| c.1 > b.1) {
+            if best.is_none_or(|b| c.1 > b.1) {
                 best = Some(c);
             }
         }
     }
     if let Some(c) = cur {
-        if best.map_or(true, |b| c.1 > b.1) {
+        if best.is_none_or(|b| c.1 > b.1) {
             best = Some(c);
         }
     }
@@ -463,7 +465,7 @@ impl Message for Dest {
 
 impl Message for RdmaDest {
     const LEN: usize = layout_len(RDMA_DEST_LAYOUT);
-    const NAME: &'static str = "address message (09_rdma_write's, with rkey and address)";
+    const NAME: &'static str = "09_rdma_write address message (with rkey and address)";
 
     fn encode(&self) -> Vec<u8> {
         let mut v = format!("{}:{:08x}:{:016x}", dest_text(&self.dest), self.rkey, self.addr).into_bytes();
