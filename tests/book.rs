@@ -1,0 +1,742 @@
+//! The book must never drift from the code: these checks run with plain `cargo test`.
+//!
+//! - `mdbook build book` succeeds without an error or warning line;
+//! - every `{{#include}}` / `{{#rustdoc_include}}` names a file that exists, and every anchor
+//!   or line range it names exists and is not empty (a wrong anchor silently includes
+//!   nothing, which is the failure mdBook will not report);
+//! - every step in Cargo.toml's `[[bin]]` list has a chapter, listed in SUMMARY.md, with the
+//!   template's sections in order;
+//! - every "Run it" section includes only snapshot files (`tests/snapshots/*.snap`), all of
+//!   the step's snapshots, with insta's YAML header cut off exactly;
+//! - the generated diffs (`book/gen-diffs`) are current;
+//! - every Rust fence is `rust,ignore` (the code is compiled as the crate, not as doctests),
+//!   and `mdbook test book` passes;
+//! - every relative link and image in the rendered HTML resolves (offline link check,
+//!   including `#fragment`s into the book's pages);
+//! - the SVG diagrams are well-formed XML with an `<svg>` root, and every one is used;
+//! - every `lab/...` command the book mentions exists, and the flag reference agrees with
+//!   `src/cli.rs`.
+//!
+//! They need `mdbook` 0.5 on PATH (or in ~/.cargo/bin): `book/install-tools` installs it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn book_src() -> PathBuf {
+    root().join("book/src")
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// The mdbook binary, or a loud failure that says how to get it.
+fn mdbook() -> PathBuf {
+    let candidates = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join("mdbook")).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(std::env::var_os("CARGO_HOME").map(|h| PathBuf::from(h).join("bin/mdbook")))
+        .chain(std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo/bin/mdbook")));
+    for c in candidates {
+        if c.is_file() {
+            let out = Command::new(&c).arg("--version").output();
+            if let Ok(out) = out {
+                let v = String::from_utf8_lossy(&out.stdout).to_string();
+                assert!(
+                    v.starts_with("mdbook v0.5."),
+                    "{} is {v:?}; the book needs mdBook 0.5.x: run book/install-tools",
+                    c.display()
+                );
+                return c;
+            }
+        }
+    }
+    panic!(
+        "mdbook not found on PATH or in ~/.cargo/bin. The book checks need mdBook 0.5: run \
+         `book/install-tools` (= cargo install --locked mdbook --version ^0.5)"
+    );
+}
+
+/// A fresh temporary directory under target/ (visible inside the lab VM too).
+fn temp_dir(tag: &str) -> PathBuf {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("book-tests");
+    fs::create_dir_all(&base).unwrap();
+    let dir = base.join(format!("{tag}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Builds the book once per test run, into a private directory (never over book/book).
+fn built_book() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dest = temp_dir("html");
+        let out = Command::new(mdbook())
+            .arg("build")
+            .arg(root().join("book"))
+            .arg("-d")
+            .arg(&dest)
+            .output()
+            .expect("run mdbook build");
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "mdbook build book failed:\n{log}");
+        let bad: Vec<&str> =
+            log.lines().filter(|l| l.contains("ERROR") || l.contains("WARN")).collect();
+        assert!(bad.is_empty(), "mdbook build book logged problems:\n{}", bad.join("\n"));
+        dest
+    })
+}
+
+/// The `[[bin]]` names of Cargo.toml, in order.
+fn bins() -> Vec<String> {
+    let toml = read(&root().join("Cargo.toml"));
+    let mut bins = Vec::new();
+    let mut in_bin = false;
+    for line in toml.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bin = line == "[[bin]]";
+        } else if in_bin {
+            if let Some(v) = line.strip_prefix("name").map(str::trim).and_then(|v| v.strip_prefix('=')) {
+                bins.push(v.trim().trim_matches('"').to_string());
+            }
+        }
+    }
+    assert!(!bins.is_empty(), "no [[bin]] in Cargo.toml");
+    bins
+}
+
+fn markdown_files() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(book_src())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// One `{{#include ...}}` or `{{#rustdoc_include ...}}` found in a chapter.
+#[derive(Debug)]
+struct Include {
+    chapter: PathBuf,
+    line: usize,
+    /// The file, resolved against the chapter's directory.
+    file: PathBuf,
+    /// What follows the path: "" (whole file), an anchor name, or a line range "N:M".
+    selector: String,
+}
+
+fn includes_in(chapter: &Path) -> Vec<Include> {
+    let text = read(chapter);
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(start) = rest.find("{{#") {
+            let after = &rest[start + 3..];
+            let end = after.find("}}").unwrap_or_else(|| {
+                panic!("{}:{}: unterminated {{{{#", chapter.display(), n + 1)
+            });
+            let body = after[..end].trim();
+            rest = &after[end + 2..];
+            let (kind, arg) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
+            if kind != "include" && kind != "rustdoc_include" {
+                continue;
+            }
+            let arg = arg.trim();
+            let (path, selector) = arg.split_once(':').unwrap_or((arg, ""));
+            out.push(Include {
+                chapter: chapter.to_path_buf(),
+                line: n + 1,
+                file: chapter.parent().unwrap().join(path),
+                selector: selector.to_string(),
+            });
+        }
+    }
+    out
+}
+
+fn all_includes() -> Vec<Include> {
+    markdown_files().iter().flat_map(|p| includes_in(p)).collect()
+}
+
+/// The lines between `ANCHOR: name` and `ANCHOR_END: name`, without nested anchor lines.
+fn anchor_body(text: &str, name: &str) -> Option<Vec<String>> {
+    let is_marker = |l: &str, kind: &str| {
+        l.split_once(kind).is_some_and(|(_, n)| n.trim().trim_end_matches("-->").trim() == name)
+    };
+    let mut lines = text.lines();
+    lines.by_ref().find(|l| is_marker(l, "ANCHOR:"))?;
+    let mut body = Vec::new();
+    for l in lines {
+        if is_marker(l, "ANCHOR_END:") {
+            return Some(body);
+        }
+        if !l.contains("ANCHOR:") && !l.contains("ANCHOR_END:") {
+            body.push(l.to_string());
+        }
+    }
+    None
+}
+
+fn parse_range(selector: &str) -> Option<(Option<usize>, Option<usize>)> {
+    let num = |s: &str| if s.is_empty() { Ok(None) } else { s.parse::<usize>().map(Some) };
+    match selector.split_once(':') {
+        Some((a, b)) => Some((num(a).ok()?, num(b).ok()?)),
+        None => Some((Some(num(selector).ok()??), Some(num(selector).ok()??))),
+    }
+}
+
+fn where_(inc: &Include) -> String {
+    format!("{}:{}", inc.chapter.strip_prefix(root()).unwrap_or(&inc.chapter).display(), inc.line)
+}
+
+#[test]
+fn book_builds() {
+    let dir = built_book();
+    assert!(dir.join("index.html").is_file());
+    for bin in bins() {
+        assert!(dir.join(format!("{bin}.html")).is_file(), "no {bin}.html in the built book");
+    }
+}
+
+#[test]
+fn every_include_and_anchor_resolves_to_something() {
+    let includes = all_includes();
+    assert!(includes.len() >= 9, "the chapters include almost nothing: {includes:#?}");
+    let mut problems = Vec::new();
+    for inc in &includes {
+        let Ok(text) = fs::read_to_string(&inc.file) else {
+            problems.push(format!("{}: no such file {}", where_(inc), inc.file.display()));
+            continue;
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let body: Vec<String> = if inc.selector.is_empty() {
+            lines.iter().map(|s| s.to_string()).collect()
+        } else if let Some((from, to)) = parse_range(&inc.selector) {
+            let from = from.unwrap_or(1);
+            let to = to.unwrap_or(lines.len());
+            if from == 0 || from > lines.len() || to > lines.len() {
+                problems.push(format!(
+                    "{}: lines {} of {} ({} lines)",
+                    where_(inc),
+                    inc.selector,
+                    inc.file.display(),
+                    lines.len()
+                ));
+                continue;
+            }
+            lines[from - 1..to].iter().map(|s| s.to_string()).collect()
+        } else {
+            match anchor_body(&text, &inc.selector) {
+                Some(b) => b,
+                None => {
+                    problems.push(format!(
+                        "{}: no anchor `{}` (ANCHOR: … ANCHOR_END:) in {}",
+                        where_(inc),
+                        inc.selector,
+                        inc.file.display()
+                    ));
+                    continue;
+                }
+            }
+        };
+        if body.iter().all(|l| l.trim().is_empty()) {
+            problems.push(format!("{}: {}:{} includes nothing", where_(inc), inc.file.display(), inc.selector));
+        }
+    }
+    assert!(problems.is_empty(), "includes that resolve to nothing:\n{}", problems.join("\n"));
+}
+
+const SECTIONS: [&str; 7] = [
+    "## What this stage does",
+    "## The code",
+    "## Run it",
+    "## What changed since the previous step",
+    "## Break it",
+    "## The C reference",
+    "## Exercises",
+];
+
+#[test]
+fn every_step_has_a_chapter_in_the_summary_with_the_template() {
+    let summary = read(&book_src().join("SUMMARY.md"));
+    for bin in bins() {
+        assert!(summary.contains(&format!("({bin}.md)")), "SUMMARY.md does not list {bin}.md");
+        let chapter = read(&book_src().join(format!("{bin}.md")));
+        let mut at = 0;
+        for s in SECTIONS {
+            let found = chapter[at..].find(&format!("\n{s}")).unwrap_or_else(|| {
+                panic!("{bin}.md: section `{s}` missing or out of order (template: {SECTIONS:?})")
+            });
+            at += found + 1;
+        }
+        // The stage's code and the step's new lines are both quoted.
+        let includes = includes_in(&book_src().join(format!("{bin}.md")));
+        assert!(
+            includes.iter().any(|i| i.file.starts_with(book_src().join("../../src/stages")) && i.selector == "stage"),
+            "{bin}.md does not include a src/stages/*.rs:stage anchor"
+        );
+        assert!(
+            includes.iter().any(|i| i.file.ends_with(format!("steps/{bin}.rs")) && i.selector == "new"),
+            "{bin}.md does not include steps/{bin}.rs:new"
+        );
+    }
+}
+
+/// insta's YAML header: `---`, `key: value` lines, `---`. Returns its length in lines.
+fn snapshot_header_len(text: &str) -> Option<usize> {
+    let mut lines = text.lines();
+    if lines.next()? != "---" {
+        return None;
+    }
+    lines.position(|l| l == "---").map(|i| i + 2)
+}
+
+#[test]
+fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
+    let snapdir = root().join("tests/snapshots");
+    for bin in bins() {
+        let chapter_path = book_src().join(format!("{bin}.md"));
+        let chapter = read(&chapter_path);
+        let start = chapter.find("\n## Run it").expect("Run it section") + 1;
+        let end = chapter[start + 1..].find("\n## ").map_or(chapter.len(), |e| start + 1 + e);
+        let run_it_lines = chapter[..start].lines().count() + 1..=chapter[..end].lines().count();
+        let incs: Vec<Include> =
+            includes_in(&chapter_path).into_iter().filter(|i| run_it_lines.contains(&i.line)).collect();
+        assert!(!incs.is_empty(), "{bin}.md: `Run it` includes no trace");
+        let mut shown = BTreeSet::new();
+        for inc in &incs {
+            let file = inc.file.canonicalize().unwrap_or_else(|_| {
+                panic!("{}: {} does not exist (yet?)", where_(inc), inc.file.display())
+            });
+            assert!(
+                file.parent() == Some(&snapdir.canonicalize().unwrap())
+                    && file.extension().is_some_and(|e| e == "snap"),
+                "{}: `Run it` must include a tests/snapshots/*.snap file, not {}",
+                where_(inc),
+                file.display()
+            );
+            let text = read(&file);
+            let header = snapshot_header_len(&text)
+                .unwrap_or_else(|| panic!("{}: no insta header", file.display()));
+            assert_eq!(
+                inc.selector,
+                format!("{}:", header + 1),
+                "{}: include {} from line {} (its YAML header is {} lines), i.e. `:{}:`",
+                where_(inc),
+                file.display(),
+                header + 1,
+                header,
+                header + 1
+            );
+            shown.insert(file.file_name().unwrap().to_string_lossy().to_string());
+        }
+        let expected: BTreeSet<String> = fs::read_dir(&snapdir)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+                    .filter(|n| {
+                        n == &format!("steps__{bin}.snap")
+                            || n == &format!("steps__{bin}-server.snap")
+                            || n == &format!("steps__{bin}-client.snap")
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(!expected.is_empty(), "no snapshot tests/snapshots/steps__{bin}[-server|-client].snap");
+        assert_eq!(shown, expected, "{bin}.md: `Run it` must show exactly the step's snapshots");
+    }
+}
+
+#[test]
+fn generated_diffs_are_current() {
+    let fresh = temp_dir("diffs");
+    let status = Command::new("sh")
+        .arg(root().join("book/gen-diffs"))
+        .arg(&fresh)
+        .status()
+        .expect("run book/gen-diffs");
+    assert!(status.success(), "book/gen-diffs failed");
+    let list = |d: &Path| -> BTreeMap<String, String> {
+        fs::read_dir(d)
+            .map(|rd| {
+                rd.map(|e| e.unwrap().path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "diff"))
+                    .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), read(&p)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let committed = list(&book_src().join("generated"));
+    let fresh = list(&fresh);
+    assert_eq!(
+        committed.keys().collect::<Vec<_>>(),
+        fresh.keys().collect::<Vec<_>>(),
+        "book/src/generated/ is out of date: run book/gen-diffs"
+    );
+    for (name, text) in &fresh {
+        assert!(committed[name] == *text, "book/src/generated/{name} is out of date: run book/gen-diffs");
+    }
+    // Every step after the first shows its diff.
+    for bin in bins().iter().skip(1) {
+        let chapter = read(&book_src().join(format!("{bin}.md")));
+        assert!(
+            chapter.contains(&format!("{{{{#include generated/{bin}.diff}}}}")),
+            "{bin}.md does not include generated/{bin}.diff"
+        );
+    }
+}
+
+#[test]
+fn rust_fences_are_ignore_and_languages_are_known() {
+    let allowed = ["rust,ignore", "console", "diff", "text", "c", "toml", "sh"];
+    for md in markdown_files() {
+        let mut open = false;
+        for (n, line) in read(&md).lines().enumerate() {
+            let t = line.trim_start();
+            if let Some(info) = t.strip_prefix("```") {
+                if open {
+                    open = false;
+                    continue;
+                }
+                open = true;
+                let info = info.trim();
+                assert!(
+                    allowed.contains(&info),
+                    "{}:{}: fence ```{info}: use one of {allowed:?} (Rust listings are compiled \
+                     by cargo, so they are `rust,ignore` here)",
+                    md.display(),
+                    n + 1
+                );
+            }
+        }
+        assert!(!open, "{}: unclosed code fence", md.display());
+    }
+}
+
+#[test]
+fn mdbook_test_passes() {
+    let out = Command::new(mdbook())
+        .arg("test")
+        .arg(root().join("book"))
+        .output()
+        .expect("run mdbook test");
+    assert!(
+        out.status.success(),
+        "mdbook test book failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Values of `href="…"` and `src="…"` in an HTML page.
+fn html_links(html: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for attr in ["href=\"", "src=\""] {
+        let mut rest = html;
+        while let Some(i) = rest.find(attr) {
+            // Only real attributes: preceded by whitespace.
+            let ok = rest[..i].ends_with(char::is_whitespace);
+            let after = &rest[i + attr.len()..];
+            let end = after.find('"').unwrap_or(after.len());
+            if ok {
+                out.push(after[..end].replace("&amp;", "&"));
+            }
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+fn html_ids(html: &str) -> BTreeSet<String> {
+    let mut ids = BTreeSet::new();
+    let mut rest = html;
+    while let Some(i) = rest.find(" id=\"") {
+        let after = &rest[i + 5..];
+        let end = after.find('"').unwrap_or(after.len());
+        ids.insert(after[..end].to_string());
+        rest = &after[end..];
+    }
+    ids
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn offline_link_check() {
+    let dir = built_book();
+    let mut files = Vec::new();
+    walk(dir, &mut files);
+    let pages: Vec<&PathBuf> = files.iter().filter(|p| p.extension().is_some_and(|e| e == "html")).collect();
+    assert!(pages.len() > 10);
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for page in &pages {
+        let html = read(page);
+        for link in html_links(&html) {
+            let external = link.contains("://")
+                || link.starts_with("//")
+                || ["mailto:", "data:", "javascript:", "tel:"].iter().any(|s| link.starts_with(s));
+            if external || link.is_empty() || link.contains("{{") {
+                continue;
+            }
+            let (path, fragment) = match link.split_once('#') {
+                Some((p, f)) => (p, Some(f)),
+                None => (link.as_str(), None),
+            };
+            let path = path.split('?').next().unwrap();
+            let target = if path.is_empty() { page.to_path_buf() } else { page.parent().unwrap().join(path) };
+            let target = if target.is_dir() { target.join("index.html") } else { target };
+            checked += 1;
+            if !target.is_file() {
+                broken.push(format!("{}: {link}", page.strip_prefix(dir).unwrap().display()));
+                continue;
+            }
+            if let Some(f) = fragment.filter(|f| !f.is_empty()) {
+                if target.extension().is_some_and(|e| e == "html") && !html_ids(&read(&target)).contains(f) {
+                    broken.push(format!("{}: {link} (no id `{f}`)", page.strip_prefix(dir).unwrap().display()));
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "the link check saw only {checked} links");
+    assert!(broken.is_empty(), "broken links in the rendered book:\n{}", broken.join("\n"));
+}
+
+/// A small well-formedness check, enough for hand-written SVG: one root element, tags
+/// balanced, attributes quoted and unique, entities known, comments closed.
+fn check_xml(text: &str) -> Result<String, String> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    let mut stack: Vec<String> = Vec::new();
+    let mut root: Option<String> = None;
+    let name_at = |i: usize| -> (String, usize) {
+        let mut j = i;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b"_:.-".contains(&b[j])) {
+            j += 1;
+        }
+        (text[i..j].to_string(), j)
+    };
+    let check_entities = |s: &str, at: usize| -> Result<(), String> {
+        let mut rest = s;
+        while let Some(k) = rest.find('&') {
+            let after = &rest[k + 1..];
+            let end = after.find(';').ok_or(format!("bare & near byte {at}"))?;
+            let ent = &after[..end];
+            let ok = ["amp", "lt", "gt", "quot", "apos"].contains(&ent)
+                || ent.strip_prefix("#x").is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
+                || ent.strip_prefix('#').is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()));
+            if !ok {
+                return Err(format!("unknown entity &{ent}; near byte {at}"));
+            }
+            rest = &after[end + 1..];
+        }
+        Ok(())
+    };
+    while i < b.len() {
+        if b[i] != b'<' {
+            let j = text[i..].find('<').map_or(b.len(), |k| i + k);
+            let chunk = &text[i..j];
+            if stack.is_empty() && !chunk.trim().is_empty() {
+                return Err(format!("text outside the root element at byte {i}"));
+            }
+            check_entities(chunk, i)?;
+            i = j;
+            continue;
+        }
+        let rest = &text[i..];
+        if rest.starts_with("<?") {
+            i += rest.find("?>").ok_or("unclosed <?")? + 2;
+        } else if rest.starts_with("<!--") {
+            let end = rest.find("-->").ok_or("unclosed comment")?;
+            if rest[4..end].contains("--") {
+                return Err(format!("`--` inside a comment at byte {i}"));
+            }
+            i += end + 3;
+        } else if rest.starts_with("<![CDATA[") {
+            i += rest.find("]]>").ok_or("unclosed CDATA")? + 3;
+        } else if rest.starts_with("<!") {
+            return Err(format!("DOCTYPE/declaration at byte {i}: not expected in an SVG"));
+        } else if rest.starts_with("</") {
+            let (name, j) = name_at(i + 2);
+            let close = text[j..].find('>').ok_or("unclosed end tag")?;
+            if !text[j..j + close].trim().is_empty() {
+                return Err(format!("junk in end tag </{name}> at byte {i}"));
+            }
+            match stack.pop() {
+                Some(open) if open == name => {}
+                other => return Err(format!("</{name}> at byte {i} closes {other:?}")),
+            }
+            i = j + close + 1;
+        } else {
+            let (name, mut j) = name_at(i + 1);
+            if name.is_empty() {
+                return Err(format!("bad tag at byte {i}"));
+            }
+            let mut attrs = BTreeSet::new();
+            loop {
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if j >= b.len() {
+                    return Err(format!("unclosed <{name}"));
+                }
+                if b[j] == b'>' {
+                    if root.is_none() {
+                        root = Some(name.clone());
+                    } else if stack.is_empty() {
+                        return Err(format!("second root element <{name}> at byte {i}"));
+                    }
+                    stack.push(name.clone());
+                    j += 1;
+                    break;
+                }
+                if text[j..].starts_with("/>") {
+                    if root.is_none() {
+                        root = Some(name.clone());
+                    } else if stack.is_empty() {
+                        return Err(format!("second root element <{name}> at byte {i}"));
+                    }
+                    j += 2;
+                    break;
+                }
+                let (attr, k) = name_at(j);
+                if attr.is_empty() || k >= b.len() || b[k] != b'=' {
+                    return Err(format!("bad attribute in <{name}> at byte {j}"));
+                }
+                if !attrs.insert(attr.clone()) {
+                    return Err(format!("duplicate attribute {attr} in <{name}> at byte {j}"));
+                }
+                let q = b[k + 1];
+                if q != b'"' && q != b'\'' {
+                    return Err(format!("unquoted attribute {attr} in <{name}> at byte {j}"));
+                }
+                let vend = text[k + 2..].find(q as char).ok_or("unclosed attribute value")? + k + 2;
+                let value = &text[k + 2..vend];
+                if value.contains('<') {
+                    return Err(format!("`<` in attribute {attr} at byte {j}"));
+                }
+                check_entities(value, j)?;
+                j = vend + 1;
+            }
+            i = j;
+        }
+    }
+    if let Some(open) = stack.pop() {
+        return Err(format!("<{open}> is never closed"));
+    }
+    root.ok_or_else(|| "no root element".to_string())
+}
+
+#[test]
+fn xml_checker_rejects_what_it_should() {
+    assert_eq!(check_xml("<?xml version=\"1.0\"?>\n<svg a=\"1\"><g/><!-- c --></svg>\n"), Ok("svg".into()));
+    for bad in [
+        "<svg><g></svg>",
+        "<svg a=1></svg>",
+        "<svg a=\"1\" a=\"2\"></svg>",
+        "<svg>&nbsp;</svg>",
+        "<svg>a & b</svg>",
+        "<svg></svg><svg></svg>",
+        "<svg><!-- a -- b --></svg>",
+        "<svg>",
+    ] {
+        assert!(check_xml(bad).is_err(), "accepted {bad:?}");
+    }
+}
+
+#[test]
+fn diagrams_are_well_formed_svg_and_all_used() {
+    let dir = book_src().join("diagrams");
+    let all_md: String = markdown_files().iter().map(|p| read(p)).collect();
+    let mut n = 0;
+    for e in fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|e| e != "svg") {
+            continue;
+        }
+        n += 1;
+        let text = read(&p);
+        let root_el = check_xml(&text).unwrap_or_else(|e| panic!("{}: not well-formed XML: {e}", p.display()));
+        assert_eq!(root_el, "svg", "{}: root element", p.display());
+        assert!(text.contains("xmlns=\"http://www.w3.org/2000/svg\""), "{}: no SVG namespace", p.display());
+        assert!(text.contains("viewBox=\""), "{}: no viewBox (it will not scale)", p.display());
+        assert!(text.contains("<title"), "{}: no <title> (accessibility)", p.display());
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        assert!(all_md.contains(&format!("diagrams/{name}")), "diagram {name} is not used by any chapter");
+    }
+    assert!(n >= 4, "expected the four diagrams (objects, QP states, exchange, pipeline)");
+}
+
+#[test]
+fn lab_commands_the_book_mentions_exist() {
+    for md in markdown_files() {
+        let text = read(&md);
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("lab/") {
+            let before_ok = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric();
+            let after = &rest[i + 4..];
+            let end = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')).unwrap_or(after.len());
+            let name = after[..end].trim_end_matches('.');
+            if before_ok && !name.is_empty() {
+                assert!(root().join("lab").join(name).exists(), "{} mentions lab/{name}, which does not exist", md.display());
+            }
+            rest = &after[end..];
+        }
+    }
+}
+
+/// The flag reference's table: for each row naming one of our flags (`--long`), cli.rs must
+/// declare `long = "long"`, and a default given in our column must be its `default_value`.
+#[test]
+fn flag_reference_agrees_with_cli_rs() {
+    let cli = read(&root().join("src/cli.rs"));
+    let flags = read(&book_src().join("flags.md"));
+    let mut rows = 0;
+    for line in flags.lines().filter(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // | C flag | C default | our flag | our default | notes |
+        if cells.len() < 6 {
+            continue;
+        }
+        let ours = cells[3];
+        // Flags are the `code` spans: the odd pieces of a split on backticks.
+        let Some(long) = ours.split('`').skip(1).step_by(2).find_map(|f| f.strip_prefix("--")) else {
+            continue;
+        };
+        rows += 1;
+        let decl = cli
+            .lines()
+            .find(|l| l.contains(&format!("long = \"{long}\"")))
+            .unwrap_or_else(|| panic!("flags.md lists --{long}, src/cli.rs has no `long = \"{long}\"`"));
+        let default = cells[4].trim_matches('`');
+        if default.chars().all(|c| c.is_ascii_digit()) && !default.is_empty() {
+            assert!(
+                decl.contains(&format!("default_value = \"{default}\"")),
+                "flags.md says --{long} defaults to {default}; src/cli.rs says: {decl}"
+            );
+        }
+    }
+    assert!(rows >= 10, "flags.md: expected a row per flag, found {rows}");
+}

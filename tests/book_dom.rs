@@ -1,0 +1,1 @@
+//! Headless Chromium reads the rendered book (filled in below).
