@@ -1,0 +1,44 @@
+//! rdma-dissect: `ibv_rc_pingpong` taken apart, one verbs stage at a time.
+//!
+//! rdma-core's `libibverbs/examples/rc_pingpong.c` is the "hello world" of RDMA: two
+//! processes connect a pair of RC queue pairs and bounce a message back and forth. It is
+//! short, but every line matters, and the order of its calls *is* the verbs programming
+//! model. This crate rebuilds it in nine steps; step N runs stages 1..N and prints a trace
+//! of exactly what the verbs did.
+//!
+//! | step binary (`steps/`) | stage module | verbs added |
+//! |---|---|---|
+//! | `01_open_device`   | [`stages::open_device`]   | `ibv_get_device_list`, `ibv_open_device`, `ibv_query_device`, `ibv_query_port`, `ibv_query_gid` |
+//! | `02_alloc_pd`      | [`stages::alloc_pd`]      | `ibv_alloc_pd` |
+//! | `03_reg_mr`        | [`stages::reg_mr`]        | `ibv_reg_mr` |
+//! | `04_create_qp`     | [`stages::create_qp`]     | (`ibv_create_comp_channel`), `ibv_create_cq`, `ibv_create_qp`, `ibv_query_qp`, `ibv_modify_qp` RESET→INIT |
+//! | `05_modify_qp_rtr` | [`stages::modify_qp_rtr`] | the TCP address exchange, `ibv_modify_qp` INIT→RTR |
+//! | `06_modify_qp_rts` | [`stages::modify_qp_rts`] | `ibv_modify_qp` RTR→RTS |
+//! | `07_post_send`     | [`stages::post_send`]     | `ibv_post_recv`, `ibv_post_send`, first completions |
+//! | `08_poll_cq`       | [`stages::poll_cq`]       | the ping-pong loop: `ibv_poll_cq`, CQ events, statistics |
+//! | `09_rdma_write`    | [`stages::rdma_write`]    | one-sided RDMA WRITE, WRITE WITH IMMEDIATE |
+//!
+//! # Layout
+//!
+//! * [`verbs`] — the thin FFI layer: one RAII type per verbs object (`Context`, `Pd`, `Mr`,
+//!   `Cq`, `Qp`, ...), destroyed in reverse order of creation. The only module with
+//!   `unsafe`.
+//! * [`stages`] — one module per stage; each holds that stage's verbs code, once, between
+//!   `// ANCHOR: stage` markers that the book quotes.
+//! * [`trace`] — the one-event-per-line trace on stdout, in `ibv_rc_pingpong`'s number
+//!   formats.
+//! * [`error`] — errors that explain themselves: verb, errno, likely cause, fix.
+//! * [`wire`] — the 52-byte address message, byte for byte as `ibv_rc_pingpong` sends it.
+//! * [`exchange`] — the TCP side channel that carries it, with timeouts.
+//! * [`cli`] — `ibv_rc_pingpong`'s flags and defaults, in groups each step flattens.
+//!
+//! The binaries in `steps/` are thin: parse flags, then call the stages in order, one call
+//! per stage, with the new stage marked `// ANCHOR: new`.
+
+pub mod cli;
+pub mod error;
+pub mod exchange;
+pub mod stages;
+pub mod trace;
+pub mod verbs;
+pub mod wire;

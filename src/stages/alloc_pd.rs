@@ -1,0 +1,22 @@
+//! Stage 02: allocate a protection domain.
+//!
+//! C reference: `ibv_alloc_pd` in `pp_init_ctx`.
+//!
+//! **Why a PD.** Memory regions and queue pairs are each created in a PD, and the HCA lets a
+//! QP touch only MRs of its own PD. One process rarely needs more than one; a server that
+//! isolates clients from one another gives each its own. The PD holds no resources you can
+//! see — it is a tag the HCA checks on every access.
+
+use std::rc::Rc;
+
+use crate::error::Result;
+use crate::stages::open_device::Device;
+use crate::verbs::Pd;
+
+// ANCHOR: stage
+/// `ibv_alloc_pd` on the device's context.
+pub fn alloc_pd(dev: &Device) -> Result<Rc<Pd>> {
+    let pd = Pd::alloc(&dev.ctx)?;
+    Ok(pd)
+}
+// ANCHOR_END: stage

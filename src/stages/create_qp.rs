@@ -1,0 +1,124 @@
+//! Stage 04: create the completion queue and the queue pair, and move the QP to INIT.
+//!
+//! C reference: the second half of `pp_init_ctx` — `ibv_create_comp_channel` (with `-e`),
+//! `ibv_create_cq`, `ibv_create_qp`, `ibv_query_qp` for `max_inline_data`, and the
+//! `ibv_modify_qp` to `IBV_QPS_INIT`.
+//!
+//! **CQ.** Every work request posted to a QP ends as a work completion in a CQ: that is the
+//! only way to learn a SEND went out or a message came in. rc_pingpong uses one CQ for both
+//! queues, with `rx_depth + 1` entries: room for every posted receive plus the one
+//! outstanding send. A CQ that overflows is an error for the whole CQ, so sizing it is not
+//! optional.
+//!
+//! **QP.** The `cap` fields size the two queues: `max_recv_wr = rx_depth` receives may be
+//! posted at once, `max_send_wr = 1` send (rc_pingpong never has more in flight). The device
+//! may grant more than asked, and `ibv_query_qp` tells what it really did — notably
+//! `max_inline_data`, the largest message the CPU may copy into the work request itself
+//! (`IBV_SEND_INLINE`), which saves the HCA a DMA read for small messages.
+//!
+//! **RESET→INIT.** A new QP is in RESET and can do nothing. INIT binds it to a port and a
+//! partition key and sets what *remote* peers may do to our memory through it
+//! (`qp_access_flags`, 0 for a SEND/RECV ping-pong). Receives may be posted from INIT on;
+//! sends need RTS (stage 06).
+
+use std::rc::Rc;
+
+use crate::error::Result;
+use crate::stages::open_device::Device;
+use crate::trace;
+use crate::verbs::{
+    ibv_access_flags, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_send_flags, CompChannel, Cq,
+    Pd, Qp, IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT,
+    IBV_QP_STATE, IBV_SEND_INLINE, IBV_SEND_SIGNALED,
+};
+
+/// What the QP is for: queue depths, message size, completion mode, remote access.
+#[derive(Debug, Clone, Copy)]
+pub struct QpOptions {
+    /// Receives that may be outstanding at once (`-r`, 500).
+    pub rx_depth: u32,
+    /// Sends that may be outstanding at once (1 for the ping-pong).
+    pub tx_depth: u32,
+    /// The message size (`-s`): decides whether sends can be inline.
+    pub size: u32,
+    /// Sleep on completion events (`-e`) instead of busy-polling.
+    pub use_event: bool,
+    /// `qp_access_flags`: what a remote peer may do to our MRs through this QP.
+    pub access: ibv_access_flags,
+}
+
+impl QpOptions {
+    /// rc_pingpong's QP: `rx_depth` receives, one send, no remote access.
+    pub fn pingpong(size: u32, rx_depth: u32, use_event: bool) -> Self {
+        QpOptions { rx_depth, tx_depth: 1, size, use_event, access: ibv_access_flags(0) }
+    }
+}
+
+/// The QP with its CQ and (with `-e`) completion channel, and the send flags chosen for it.
+pub struct Queues {
+    /// The queue pair, in INIT.
+    pub qp: Qp,
+    /// The CQ both of its queues complete into.
+    pub cq: Rc<Cq>,
+    /// The completion channel the CQ signals on, with `-e`.
+    pub channel: Option<Rc<CompChannel>>,
+    /// `IBV_SEND_SIGNALED`, plus `IBV_SEND_INLINE` when the message fits inline
+    /// (`ctx->send_flags`).
+    pub send_flags: ibv_send_flags,
+}
+
+// ANCHOR: stage
+/// Creates the CQ (and completion channel) and an RC QP in `pd`, then moves it RESET→INIT.
+pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
+    let channel = if opts.use_event { Some(CompChannel::create(&dev.ctx)?) } else { None };
+
+    let cqe = (opts.rx_depth + opts.tx_depth) as i32;
+    let cq = Cq::create(&dev.ctx, cqe, channel.as_ref(), 0)?;
+
+    // ANCHOR: init_attr
+    let init_attr = ibv_qp_init_attr {
+        send_cq: cq.as_ptr(),
+        recv_cq: cq.as_ptr(),
+        cap: ibv_qp_cap {
+            max_send_wr: opts.tx_depth,
+            max_recv_wr: opts.rx_depth,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..Default::default()
+        },
+        qp_type: IBV_QPT_RC,
+        ..Default::default()
+    };
+    // ANCHOR_END: init_attr
+    let qp = Qp::create(pd, &cq, init_attr)?;
+
+    let cap = qp.query_cap()?;
+    let mut send_flags = IBV_SEND_SIGNALED;
+    if cap.max_inline_data >= opts.size {
+        send_flags = send_flags | IBV_SEND_INLINE;
+    }
+    trace::event("ibv_query_qp")
+        .kv("cap.max_inline_data", cap.max_inline_data)
+        .kv("send_flags", trace::send_flag_names(send_flags.0))
+        .emit();
+
+    // ANCHOR: init
+    let attr = ibv_qp_attr {
+        qp_state: IBV_QPS_INIT,
+        pkey_index: 0,
+        port_num: dev.ib_port,
+        qp_access_flags: opts.access.0,
+        ..Default::default()
+    };
+    qp.modify(
+        &attr,
+        IBV_QP_STATE
+            | IBV_QP_PKEY_INDEX
+            | IBV_QP_PORT
+            | IBV_QP_ACCESS_FLAGS,
+    )?;
+    // ANCHOR_END: init
+
+    Ok(Queues { qp, cq, channel, send_flags })
+}
+// ANCHOR_END: stage

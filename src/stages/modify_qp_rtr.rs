@@ -1,0 +1,179 @@
+//! Stage 05: exchange addresses with the peer over TCP, then move the QP INIT→RTR.
+//!
+//! C reference: `pp_client_exch_dest` / `pp_server_exch_dest` (the exchange) and the first
+//! half of `pp_connect_ctx` (the RTR transition); the `local address:` / `remote address:`
+//! lines are printed by `main`.
+//!
+//! **Why an exchange.** To reach RTR ("ready to receive") an RC QP must know its one peer:
+//! the remote QP number (`dest_qp_num`), the PSN the peer will start sending with
+//! (`rq_psn`), and how to address the peer's port (`ah_attr`). Nothing can travel over the
+//! QP before that, so the values go over a side channel — here rc_pingpong's TCP socket
+//! and its 52-byte message ([`crate::wire::Dest`]).
+//!
+//! **The address vector.** On InfiniBand, `ah_attr.dlid` (the peer's LID) is enough. On RoCE
+//! there are no LIDs: packets are UDP/IP, so the address vector must carry a **GRH** (global
+//! route header, `is_global = 1`) with the peer's GID as `dgid` and our GID table index as
+//! `sgid_index`. rc_pingpong adds the GRH exactly when the peer sent a GID with a non-zero
+//! interface id, i.e. when the peer ran with `-g`. Without `-g` on RoCE, the kernel refuses
+//! the RTR transition with EINVAL (an address vector without GRH is invalid on RoCE).
+//!
+//! **The other RTR attributes.** `path_mtu` is the largest packet payload (both sides must
+//! agree, and on RoCE it must fit the Ethernet MTU). `max_dest_rd_atomic` is how many RDMA
+//! READs/atomics the peer may have outstanding against us, and `min_rnr_timer` how long the
+//! peer should wait before retrying when we have no receive posted (12 = 0.64 ms).
+
+use std::hash::{BuildHasher, Hasher};
+
+use crate::cli::{PingpongArgs, Role};
+use crate::error::{Error, Result};
+use crate::exchange::Connection;
+use crate::stages::open_device::Device;
+use crate::trace;
+use crate::verbs::{
+    ibv_ah_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_qp_attr, Qp, IBV_QPS_RTR, IBV_QP_AV,
+    IBV_QP_DEST_QPN, IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_MIN_RNR_TIMER, IBV_QP_PATH_MTU,
+    IBV_QP_RQ_PSN, IBV_QP_STATE,
+};
+use crate::wire::{Dest, Message, MAX_24BIT};
+
+/// A random 24-bit initial PSN, as rc_pingpong's `lrand48() & 0xffffff`.
+///
+/// Any value works as long as the peer is told it; a random one makes stale packets of an
+/// earlier connection unlikely to be taken for this one's.
+pub fn random_psn() -> u32 {
+    // std's RandomState is seeded from the OS per process: random enough for a PSN, and
+    // needs no extra crate.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    (h.finish() as u32) & MAX_24BIT
+}
+
+/// Our side of the exchange: LID and GID of our port, our QP number, a fresh PSN.
+pub fn local_dest(dev: &Device, qp: &Qp) -> Dest {
+    Dest { lid: dev.port_attr.lid, qpn: qp.qp_num(), psn: random_psn(), gid: dev.gid }
+}
+
+// ANCHOR: exchange
+/// Runs rc_pingpong's address exchange in `role` and calls `connect` with the peer's
+/// address at the point where rc_pingpong connects its QP.
+///
+/// The server connects *before* replying (`pp_server_exch_dest` calls `pp_connect_ctx`), so
+/// by the time the client knows the server's address the server's QP can already receive.
+/// The client connects after the exchange, in `main`. `M` is [`Dest`] for steps 05–08 and
+/// [`crate::wire::RdmaDest`] for 09. Prints rc_pingpong's `local address:` and
+/// `remote address:` lines.
+pub fn exchange_dest<M: Message + std::fmt::Display>(
+    args: &PingpongArgs,
+    local: &M,
+    connect: impl FnOnce(&M) -> Result<()>,
+) -> Result<M> {
+    trace::line(format_args!("  local address:  {local}"));
+    let port = args.exchange.port;
+    let remote = match args.role() {
+        Role::Server => {
+            let mut conn = Connection::accept(port, args.timeout())?;
+            trace::event("tcp accept").kv("port", port).emit();
+            let remote: M = conn.recv()?;
+            trace::event("tcp recv").kv("bytes", M::LEN).emit();
+            connect(&remote)?;
+            conn.send(local)?;
+            trace::event("tcp send").kv("bytes", M::LEN).emit();
+            conn.recv_done()?;
+            trace::event("tcp recv").kv("done", "yes").emit();
+            remote
+        }
+        Role::Client { host } => {
+            let mut conn = Connection::connect(&host, port, args.timeout())?;
+            trace::event("tcp connect").kv("host", &host).kv("port", port).emit();
+            conn.send(local)?;
+            trace::event("tcp send").kv("bytes", M::LEN).emit();
+            let remote: M = conn.recv()?;
+            trace::event("tcp recv").kv("bytes", M::LEN).emit();
+            conn.send_done()?;
+            trace::event("tcp send").kv("done", "yes").emit();
+            connect(&remote)?;
+            remote
+        }
+    };
+    trace::line(format_args!("  remote address: {remote}"));
+    Ok(remote)
+}
+// ANCHOR_END: exchange
+
+// ANCHOR: stage
+/// `ibv_modify_qp` INIT→RTR towards `remote`, with path MTU `mtu` and service level `sl`.
+pub fn modify_qp_rtr(qp: &Qp, dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> Result<()> {
+    // ANCHOR: attrs
+    let mut attr = ibv_qp_attr {
+        qp_state: IBV_QPS_RTR,
+        path_mtu: mtu,
+        dest_qp_num: remote.qpn,
+        rq_psn: remote.psn,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ah_attr: ibv_ah_attr {
+            is_global: 0,
+            dlid: remote.lid,
+            sl,
+            src_path_bits: 0,
+            port_num: dev.ib_port,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    if remote.needs_grh() {
+        attr.ah_attr.is_global = 1;
+        attr.ah_attr.grh = ibv_global_route {
+            hop_limit: 1,
+            dgid: ibv_gid { raw: remote.gid },
+            sgid_index: dev.gid_index.unwrap_or(0) as u8,
+            ..Default::default()
+        };
+    }
+    // ANCHOR_END: attrs
+    // ANCHOR: mask
+    qp.modify(
+        &attr,
+        IBV_QP_STATE
+            | IBV_QP_AV
+            | IBV_QP_PATH_MTU
+            | IBV_QP_DEST_QPN
+            | IBV_QP_RQ_PSN
+            | IBV_QP_MAX_DEST_RD_ATOMIC
+            | IBV_QP_MIN_RNR_TIMER,
+    )
+    .map_err(|e| explain_rtr(e, dev, remote))
+    // ANCHOR_END: mask
+}
+// ANCHOR_END: stage
+
+/// The usual reasons `ibv_modify_qp` INIT→RTR fails, in the order worth checking.
+pub fn explain_rtr(err: Error, dev: &Device, remote: &Dest) -> Error {
+    if err.errno() != Some(libc::EINVAL) {
+        return err;
+    }
+    if dev.is_roce() && !remote.needs_grh() {
+        return err
+            .cause(
+                "the port's link layer is Ethernet (RoCE), which has no LIDs: a RoCE packet is\n\
+                 addressed by GID, so the address vector needs a GRH (ah_attr.is_global = 1,\n\
+                 grh.dgid = the peer's GID). The peer sent no GID (it ran without -g), so\n\
+                 rc_pingpong's rule left is_global = 0, and the kernel rejects the AV",
+            )
+            .fix("pass a GID index on both sides, e.g. `-g 1` in the lab VM (01_open_device lists the GID table)");
+    }
+    if dev.is_roce() && dev.gid_index.is_none() {
+        return err
+            .cause(
+                "the peer sent its GID, so the AV has a GRH, but this side ran without -g:\n\
+                 grh.sgid_index defaulted to 0, which may not be a GID of the right type or\n\
+                 address family for the peer's GID",
+            )
+            .fix("pass the same kind of GID index on both sides, e.g. `-g 1` in the lab VM");
+    }
+    err.or_explain(
+        "one of the RTR attributes is out of range for this device or port: path_mtu above\n\
+         the port's active_mtu, a GID index past the table, or an invalid service level",
+        "check -m against active_mtu and -g against the GID table (01_open_device shows both)",
+    )
+}

@@ -1,0 +1,43 @@
+//! Stage 06: move the QP RTR→RTS, so it can send.
+//!
+//! C reference: the second half of `pp_connect_ctx`.
+//!
+//! **The RTS attributes** are about the sending side of the connection. `sq_psn` is the
+//! first PSN we send with: the value we told the peer in the exchange, which it set as its
+//! `rq_psn`. `timeout` is the ACK timeout, 4.096 µs × 2^timeout (14 ≈ 67 ms); `retry_cnt`
+//! how many times to resend an unacknowledged packet; `rnr_retry` how many times to retry
+//! when the peer answers "receiver not ready" (no receive posted) — 7 means *forever*.
+//! `max_rd_atomic` is how many RDMA READs/atomics we may have outstanding.
+//!
+//! After RTS the connection is up: nothing more is exchanged to "open" it, the first SEND
+//! simply flows.
+
+use crate::error::Result;
+use crate::verbs::{
+    ibv_qp_attr, Qp, IBV_QPS_RTS, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY,
+    IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_QP_TIMEOUT,
+};
+
+// ANCHOR: stage
+/// `ibv_modify_qp` RTR→RTS, sending from `my_psn` (our PSN from the exchange).
+pub fn modify_qp_rts(qp: &Qp, my_psn: u32) -> Result<()> {
+    let attr = ibv_qp_attr {
+        qp_state: IBV_QPS_RTS,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        sq_psn: my_psn,
+        max_rd_atomic: 1,
+        ..Default::default()
+    };
+    qp.modify(
+        &attr,
+        IBV_QP_STATE
+            | IBV_QP_TIMEOUT
+            | IBV_QP_RETRY_CNT
+            | IBV_QP_RNR_RETRY
+            | IBV_QP_SQ_PSN
+            | IBV_QP_MAX_QP_RD_ATOMIC,
+    )
+}
+// ANCHOR_END: stage

@@ -1,0 +1,206 @@
+//! Stage 01: find an RDMA device, open it, and ask what it is.
+//!
+//! C reference: the top of `main` in `rc_pingpong.c` (`ibv_get_device_list` and the `-d`
+//! lookup), `ibv_open_device` in `pp_init_ctx`, `pp_get_port_info` (`ibv_query_port`) and the
+//! `ibv_query_gid` for `-g`. rc_pingpong never calls `ibv_query_device` or lists the GID
+//! table; we do, because the device limits and the GID table are what a newcomer needs to
+//! see once (`ibv_devinfo -v` shows the same).
+//!
+//! **Device, port, GID.** A device (an HCA, or Soft-RoCE's `rxe0` on top of a NIC) has one
+//! or more *ports*, numbered from 1. On InfiniBand a port is addressed by its LID, assigned
+//! by the subnet manager. On RoCE (RDMA over Ethernet) there is no subnet manager and the
+//! LID is 0: a port is addressed by a **GID**, an IPv6-format address derived from the
+//! netdev's MAC or IP addresses. The port's GID table lists them; on rxe, index 0 is the
+//! link-local `fe80::` GID and index 1 the IPv4-mapped `::ffff:a.b.c.d` (RoCE v2) one. The
+//! `-g` index chosen here is what stage 05 puts in the GRH.
+
+use std::rc::Rc;
+
+use crate::cli::DeviceArgs;
+use crate::error::{Error, Result};
+use crate::trace::{self, Gid, Hex64, Lid};
+use crate::verbs::{ibv_port_attr, Context, DeviceList, IBV_LINK_LAYER_ETHERNET};
+
+/// An open device and the port we will use: what every later stage builds on.
+pub struct Device {
+    /// The open device context (`ctx->context` in C).
+    pub ctx: Rc<Context>,
+    /// The port number (`-i`, 1-based).
+    pub ib_port: u8,
+    /// The port's attributes (`ctx->portinfo`): LID, state, MTU, link layer.
+    pub port_attr: ibv_port_attr,
+    /// The GID index given with `-g`, if any (rc_pingpong's `gidx`, -1 for none).
+    pub gid_index: Option<i32>,
+    /// Our GID at that index, all zero without `-g`: what the peer puts in its GRH.
+    pub gid: [u8; 16],
+}
+
+impl Device {
+    /// True on RoCE, where the link layer is Ethernet and peers are addressed by GID.
+    pub fn is_roce(&self) -> bool {
+        u32::from(self.port_attr.link_layer) == IBV_LINK_LAYER_ETHERNET
+    }
+}
+
+// ANCHOR: stage
+/// Opens the device named by `-d` (default: the first one), queries it, its port `-i`, its
+/// GID table and the GID at `-g`.
+pub fn open_device(args: &DeviceArgs) -> Result<Device> {
+    let dev_list = DeviceList::get().map_err(explain_device_list)?;
+    for i in 0..dev_list.len() {
+        trace::detail("device")
+            .kv("name", dev_list.name(i))
+            .kv("guid", Hex64(dev_list.guid(i)))
+            .emit();
+    }
+    if dev_list.is_empty() {
+        return Err(no_device());
+    }
+    let index = match &args.ib_dev {
+        None => 0,
+        Some(name) => (0..dev_list.len())
+            .find(|&i| dev_list.name(i) == *name)
+            .ok_or_else(|| unknown_device(name, &dev_list))?,
+    };
+
+    let ctx = Context::open(dev_list, index)?;
+
+    let device_attr = ctx.query_device()?;
+    let fw_ver: Vec<u8> =
+        device_attr.fw_ver.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    trace::event("ibv_query_device")
+        .kv("fw_ver", String::from_utf8_lossy(&fw_ver))
+        .kv("node_guid", Hex64(u64::from_be(device_attr.node_guid)))
+        .kv("vendor_id", format!("0x{:04x}", device_attr.vendor_id))
+        .kv("phys_port_cnt", device_attr.phys_port_cnt)
+        .emit();
+    trace::detail("limits")
+        .kv("max_qp", device_attr.max_qp)
+        .kv("max_qp_wr", device_attr.max_qp_wr)
+        .kv("max_sge", device_attr.max_sge)
+        .kv("max_cq", device_attr.max_cq)
+        .kv("max_cqe", device_attr.max_cqe)
+        .kv("max_mr", device_attr.max_mr)
+        .kv("max_mr_size", Hex64(device_attr.max_mr_size))
+        .kv("max_pd", device_attr.max_pd)
+        .emit();
+
+    if args.ib_port == 0 || args.ib_port > device_attr.phys_port_cnt {
+        return Err(Error::new(format!("using port {} of {}", args.ib_port, ctx.name()))
+            .cause(format!(
+                "{} has {} port(s), numbered from 1",
+                ctx.name(),
+                device_attr.phys_port_cnt
+            ))
+            .fix("pass -i 1 (the default)"));
+    }
+    let port_attr = ctx.query_port(args.ib_port)?;
+    let roce = u32::from(port_attr.link_layer) == IBV_LINK_LAYER_ETHERNET;
+    trace::event("ibv_query_port")
+        .kv("port", args.ib_port)
+        .kv("state", port_state_name(port_attr.state))
+        .kv("lid", Lid(port_attr.lid))
+        .kv("link_layer", if roce { "Ethernet" } else { "InfiniBand" })
+        .kv("max_mtu", trace::mtu_name(port_attr.max_mtu))
+        .kv("active_mtu", trace::mtu_name(port_attr.active_mtu))
+        .kv("gid_tbl_len", port_attr.gid_tbl_len)
+        .emit();
+
+    // The GID table: entries are filled by the kernel from the netdev's addresses, so most
+    // of rxe's 1024 slots are empty (the query fails or returns zeros).
+    for index in 0..port_attr.gid_tbl_len {
+        if let Ok(gid) = ctx.query_gid(args.ib_port, index) {
+            if gid != [0; 16] {
+                trace::event("ibv_query_gid").kv("index", index).kv("gid", Gid(gid)).emit();
+            }
+        }
+    }
+
+    let gid = match args.gid_idx {
+        Some(index) => {
+            let gid = ctx.query_gid(args.ib_port, index).map_err(|e| bad_gid_index(e, index))?;
+            if gid == [0; 16] {
+                return Err(bad_gid_index(Error::new(format!("ibv_query_gid(index {index})")), index));
+            }
+            gid
+        }
+        None => [0; 16],
+    };
+
+    Ok(Device { ctx, ib_port: args.ib_port, port_attr, gid_index: args.gid_idx, gid })
+}
+// ANCHOR_END: stage
+
+fn port_state_name(state: ibverbs_sys::ibv_port_state::Type) -> &'static str {
+    use ibverbs_sys::ibv_port_state::*;
+    match state {
+        IBV_PORT_DOWN => "DOWN",
+        IBV_PORT_INIT => "INIT",
+        IBV_PORT_ARMED => "ARMED",
+        IBV_PORT_ACTIVE => "ACTIVE",
+        IBV_PORT_ACTIVE_DEFER => "ACTIVE_DEFER",
+        _ => "NOP",
+    }
+}
+
+/// How to get an RDMA device: the fix shared by "no RDMA at all" and "no device".
+pub const HOW_TO_GET_A_DEVICE: &str = "create a Soft-RoCE device on a Linux host with RDMA support:\n\
+    `sudo modprobe rdma_rxe && sudo rdma link add rxe0 type rxe netdev eth0`\n\
+    (use your interface instead of eth0), or run the step in this project's lab VM:\n\
+    `lab/run target/debug/01_open_device`";
+
+/// `ibv_get_device_list` failed: say that there is no RDMA here at all, and how to get it.
+pub fn explain_device_list(err: Error) -> Error {
+    if err.errno() == Some(libc::ENOSYS) {
+        err.cause(
+            "there is no RDMA device: this kernel has no RDMA support \
+             (no ib_uverbs / rdma_rxe module), so libibverbs cannot even list devices",
+        )
+        .fix(HOW_TO_GET_A_DEVICE)
+    } else {
+        err.or_explain("libibverbs could not read /sys/class/infiniband", HOW_TO_GET_A_DEVICE)
+    }
+}
+
+/// The device list is empty: the kernel supports RDMA but no device exists.
+pub fn no_device() -> Error {
+    Error::new("finding an RDMA device")
+        .cause("there is no RDMA device: ibv_get_device_list returned an empty list")
+        .fix(HOW_TO_GET_A_DEVICE)
+}
+
+fn unknown_device(name: &str, list: &DeviceList) -> Error {
+    let names: Vec<String> = (0..list.len()).map(|i| list.name(i)).collect();
+    Error::new(format!("finding RDMA device '{name}'"))
+        .cause(format!("no device has that name; this host has: {}", names.join(", ")))
+        .fix(format!("pass one of them with -d, e.g. -d {}", names[0]))
+}
+
+fn bad_gid_index(err: Error, index: i32) -> Error {
+    err.or_explain(
+        format!("GID index {index} is not a valid entry of the port's GID table"),
+        "pick an index that 01_open_device lists under ibv_query_gid (-g 1 in the lab VM)",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enosys_says_there_is_no_rdma_device_and_how_to_get_one() {
+        let err = Error::verb("ibv_get_device_list", std::io::Error::from_raw_os_error(libc::ENOSYS));
+        let text = explain_device_list(err).to_string();
+        assert!(text.starts_with("ibv_get_device_list failed: ENOSYS (Function not implemented)"), "{text}");
+        assert!(text.contains("there is no RDMA device"), "{text}");
+        assert!(text.contains("rdma link add rxe0 type rxe netdev eth0"), "{text}");
+        assert!(text.contains("lab/run"), "{text}");
+    }
+
+    #[test]
+    fn an_empty_list_says_the_same() {
+        let text = no_device().to_string();
+        assert!(text.contains("there is no RDMA device"), "{text}");
+        assert!(text.contains("rdma link add"), "{text}");
+    }
+}

@@ -1,0 +1,220 @@
+//! Stage 08: the ping-pong loop — poll the CQ, refill receives, keep one SEND in flight,
+//! time it.
+//!
+//! C reference: `main` from `pp_post_recv(ctx, ctx->rx_depth)` to the statistics, with
+//! `parse_single_wc`; `-c` is rdma-core's `validate_buf`.
+//!
+//! **Polling.** `ibv_poll_cq` never blocks: it hands back the completions that are there
+//! (up to two here, one send and one receive) or none. Busy-polling burns a core but
+//! reacts within nanoseconds; it is how latency benchmarks run.
+//!
+//! **Events (`-e`).** Instead, the CQ can be *armed* with `ibv_req_notify_cq`: the next
+//! completion then raises one event on the completion channel, and `ibv_get_cq_event`
+//! sleeps until it does. Arming is one-shot, so the loop re-arms after every event, *then*
+//! polls — a completion that arrives between the event and the re-arm is still found by
+//! that poll. The CQ is armed the first time before the address exchange, because a SEND
+//! may complete a receive as soon as the peer knows our QP number. Every event must be
+//! acknowledged (`ibv_ack_cq_events`) before the CQ can be destroyed; acks take a lock, so
+//! they are done once, at the end.
+//!
+//! **The pipeline.** Each side keeps `rx_depth` receives posted and refills them in bulk
+//! when at most one is left. A side sends its next message only when both its previous
+//! SEND has completed *and* the peer's next message has arrived (`pending` tracks which of
+//! the two is still awaited): that is what makes it a ping-pong, one message in flight
+//! each way. With `IBV_SEND_SIGNALED` on every send, the loop ends after `iters` sends and
+//! `iters` receives.
+
+use std::time::{Duration, Instant};
+
+use crate::cli::Role;
+use crate::error::{Error, Result};
+use crate::stages::create_qp::Queues;
+use crate::stages::post_send::{check_wc, post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
+use crate::trace;
+use crate::verbs::{self, page_size, Mr};
+
+/// The ping-pong's parameters (`-s`, `-r`, `-n`, `-c`).
+#[derive(Debug, Clone, Copy)]
+pub struct PingpongOptions {
+    /// Bytes per message.
+    pub size: u32,
+    /// Receives kept posted.
+    pub rx_depth: u32,
+    /// Messages each way.
+    pub iters: u32,
+    /// Fill (client) and check (both sides) the buffer pattern.
+    pub chk: bool,
+}
+
+/// The loop's outcome, for [`print_stats`].
+#[derive(Debug, Clone, Copy)]
+pub struct Stats {
+    /// Wall-clock time of the loop.
+    pub elapsed: Duration,
+    /// Bytes per message.
+    pub size: u32,
+    /// Messages each way.
+    pub iters: u32,
+}
+
+// ANCHOR: prepare
+/// Before the exchange: post `rx_depth` receives and, with `-e`, arm the CQ.
+pub fn prepare(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
+    post_recv(&q.qp, mr, opts.size, opts.rx_depth)?;
+    if q.channel.is_some() {
+        q.cq.req_notify(false)?;
+        trace::event("ibv_req_notify_cq").kv("solicited_only", 0).emit();
+    }
+    Ok(())
+}
+// ANCHOR_END: prepare
+
+// ANCHOR: stage
+/// The timed loop of `main`: the client sends first; both sides answer each receive with a
+/// send until `iters` messages went each way.
+pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> Result<Stats> {
+    let client = matches!(role, Role::Client { .. });
+    if client && opts.chk {
+        fill_pattern(mr.buf_mut());
+    }
+    let mut routs = opts.rx_depth;
+    let mut num_cq_events = 0u32;
+    let (mut rcnt, mut scnt) = (0u32, 0u32);
+    let mut wc = [verbs::WC_ZERO; 2];
+
+    let mute = trace::mute();
+    let mut pending = PINGPONG_RECV_WRID;
+    if client {
+        post_send(&q.qp, mr, opts.size, q.send_flags)?;
+        pending |= PINGPONG_SEND_WRID;
+    }
+
+    let start = Instant::now();
+    while rcnt < opts.iters || scnt < opts.iters {
+        if let Some(channel) = &q.channel {
+            channel.get_cq_event(&q.cq)?;
+            num_cq_events += 1;
+            q.cq.req_notify(false)?;
+        }
+
+        let ne = loop {
+            let ne = q.cq.poll(&mut wc)?;
+            if q.channel.is_some() || ne >= 1 {
+                break ne;
+            }
+        };
+
+        for wc in &wc[..ne] {
+            check_wc(wc)?;
+            match wc.wr_id() {
+                PINGPONG_SEND_WRID => scnt += 1,
+                PINGPONG_RECV_WRID => {
+                    routs -= 1;
+                    if routs <= 1 {
+                        post_recv(&q.qp, mr, opts.size, opts.rx_depth - routs)?;
+                        routs = opts.rx_depth;
+                    }
+                    rcnt += 1;
+                }
+                other => {
+                    return Err(Error::new(format!("completion for unknown wr_id {other}")));
+                }
+            }
+
+            pending &= !wc.wr_id();
+            if scnt < opts.iters && pending == 0 {
+                post_send(&q.qp, mr, opts.size, q.send_flags)?;
+                pending = PINGPONG_RECV_WRID | PINGPONG_SEND_WRID;
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    drop(mute);
+
+    trace::event("ping-pong").kv("sends", scnt).kv("recvs", rcnt).emit();
+    if q.channel.is_some() {
+        q.cq.ack_events();
+        trace::event("ibv_ack_cq_events").kv("nevents", num_cq_events).emit();
+    }
+    if opts.chk {
+        check_pattern(mr.buf())?;
+        trace::event("validate").kv("bytes", mr.buf().len().min(opts.size as usize)).kv("ok", "yes").emit();
+    }
+    Ok(Stats { elapsed, size: opts.size, iters: opts.iters })
+}
+// ANCHOR_END: stage
+
+// ANCHOR: stats
+/// rc_pingpong's two result lines, with its arithmetic: `usec` is a C `float`, the byte
+/// count a `long long`, the rate `bytes * 8. / usec` (bits per µs = Mbit/s).
+pub fn print_stats(stats: &Stats) {
+    let usec = stats.elapsed.as_micros() as f32;
+    let bytes = i64::from(stats.size) * i64::from(stats.iters) * 2;
+    trace::line(format_args!(
+        "{} bytes in {:.2} seconds = {:.2} Mbit/sec",
+        bytes,
+        f64::from(usec) / 1_000_000.,
+        bytes as f64 * 8. / f64::from(usec)
+    ));
+    trace::line(format_args!(
+        "{} iters in {:.2} seconds = {:.2} usec/iter",
+        stats.iters,
+        f64::from(usec) / 1_000_000.,
+        usec / stats.iters as f32
+    ));
+}
+// ANCHOR_END: stats
+
+/// The `-c` pattern byte at offset `i`: 0 at the start of every page, `0x7b` elsewhere.
+///
+/// This is what rc_pingpong's client leaves in its buffer with `-c` (it writes
+/// `i / page_size % sizeof(char)`, always 0, at each page start of a buffer memset to
+/// 0x7b), so our steps and the C tool interoperate with `-c` in both directions. Where the
+/// C server checks one byte per page, we check every byte.
+pub fn pattern_byte(i: usize, page: usize) -> u8 {
+    if i % page == 0 {
+        0
+    } else {
+        crate::stages::reg_mr::FILL
+    }
+}
+
+fn fill_pattern(buf: &mut [u8]) {
+    let page = page_size();
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = pattern_byte(i, page);
+    }
+}
+
+/// Checks every byte of the last message against [`pattern_byte`].
+pub fn check_pattern(buf: &[u8]) -> Result<()> {
+    let page = page_size();
+    match buf.iter().enumerate().find(|&(i, &b)| b != pattern_byte(i, page)) {
+        None => Ok(()),
+        Some((i, &b)) => Err(Error::new("validating the received buffer (-c)")
+            .cause(format!(
+                "byte {i} (page {}) is 0x{b:02x}, expected 0x{:02x}: the message did not arrive \
+                 intact, or the peer does not fill the -c pattern (run -c on both sides)",
+                i / page,
+                pattern_byte(i, page)
+            ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_matches_rc_pingpong_validate_buf() {
+        assert_eq!(pattern_byte(0, 4096), 0);
+        assert_eq!(pattern_byte(1, 4096), 0x7b);
+        assert_eq!(pattern_byte(4096, 4096), 0);
+        let mut buf = vec![0u8; 3 * page_size() + 5];
+        fill_pattern(&mut buf);
+        assert!(check_pattern(&buf).is_ok());
+        buf[page_size() + 1] = 0;
+        let err = check_pattern(&buf).unwrap_err().to_string();
+        assert!(err.contains(&format!("byte {} (page 1)", page_size() + 1)), "{err}");
+    }
+}

@@ -1,0 +1,207 @@
+//! Stage 09: one-sided RDMA WRITE into the peer's memory, and WRITE WITH IMMEDIATE to tell
+//! it so.
+//!
+//! C reference: none in `rc_pingpong.c`, which only SENDs. The pattern is the one of
+//! perftest's `ib_write_bw` and of the rdma.c example on the ZHAW blog: exchange the
+//! target buffer's **rkey** and **address** along with the QP address (our extension of
+//! the message, [`crate::wire::RdmaDest`] — the C tool cannot be the peer here), then post
+//! `IBV_WR_RDMA_WRITE` work requests that name them in `wr.wr.rdma`.
+//!
+//! **One-sided.** An RDMA WRITE lands in the target's memory without the target's CPU
+//! doing anything: no receive is consumed and no completion appears on its side. That is
+//! why the target must grant the right twice — `IBV_ACCESS_REMOTE_WRITE` on its MR (the
+//! rkey is the capability) *and* in its QP's `qp_access_flags` — and why it needs another
+//! way to learn the data is there.
+//!
+//! **The notice.** `IBV_WR_RDMA_WRITE_WITH_IMM` writes (here: nothing) *and* consumes a
+//! receive on the target, completing it as `IBV_WC_RECV_RDMA_WITH_IMM` with 32 bits of
+//! immediate data. RC delivers in order, so when that completion appears, every earlier
+//! WRITE on the connection has been placed in memory: the target may read its buffer.
+//!
+//! **Bandwidth mode (`--bw`).** The writer keeps up to [`TX_DEPTH`] writes in flight
+//! (perftest's default send queue depth), posts `-n` writes of `-s` bytes, the last one
+//! WITH_IMM, and reports MiB/s as `ib_write_bw` does in its `BW average[MiB/sec]` column.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::stages::open_device::Device;
+use crate::stages::post_send::{check_wc, wait_for, PINGPONG_RECV_WRID};
+use crate::stages::modify_qp_rtr::local_dest;
+use crate::trace::{self, Hex64, Key};
+use crate::verbs::{
+    self, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_send_wr_imm, ibv_send_wr_rdma,
+    ibv_send_wr_wr, ibv_sge, Cq, Mr, Qp, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+};
+use crate::wire::RdmaDest;
+
+/// Send queue depth of the bandwidth mode: perftest's default `--tx-depth` (128).
+pub const TX_DEPTH: u32 = 128;
+/// `wr_id` of the data writes.
+pub const RDMA_WRITE_WRID: u64 = 3;
+/// `wr_id` of the WRITE WITH IMMEDIATE that ends a transfer.
+pub const WRITE_IMM_WRID: u64 = 4;
+
+/// Our address plus what the peer needs to write into our buffer: `mr->rkey` and its
+/// address.
+pub fn local_rdma_dest(dev: &Device, qp: &Qp, mr: &Mr) -> RdmaDest {
+    RdmaDest { dest: local_dest(dev, qp), rkey: mr.rkey(), addr: mr.addr() }
+}
+
+/// The byte the writer puts at offset `i`: varies with the offset, so a write that lands
+/// shifted or truncated is caught.
+pub fn pattern_byte(i: usize) -> u8 {
+    (i % 251) as u8
+}
+
+// ANCHOR: stage
+/// Posts one RDMA WRITE of the first `size` bytes of `mr` to `remote`'s buffer — WITH
+/// IMMEDIATE `imm` when given, which also completes a receive on the target.
+pub fn rdma_write(
+    qp: &Qp,
+    mr: &Mr,
+    size: u32,
+    remote: &RdmaDest,
+    imm: Option<u32>,
+    send_flags: ibv_send_flags,
+) -> Result<()> {
+    let list = ibv_sge { addr: mr.addr(), length: size, lkey: mr.lkey() };
+    let mut wr = ibv_send_wr {
+        wr_id: if imm.is_some() { WRITE_IMM_WRID } else { RDMA_WRITE_WRID },
+        opcode: if imm.is_some() { IBV_WR_RDMA_WRITE_WITH_IMM } else { IBV_WR_RDMA_WRITE },
+        send_flags: send_flags.0,
+        wr: ibv_send_wr_wr {
+            rdma: ibv_send_wr_rdma { remote_addr: remote.addr, rkey: remote.rkey },
+        },
+        // imm_data travels in network byte order (C: `htonl`).
+        __bindgen_anon_1: ibv_send_wr_imm { imm_data: imm.unwrap_or(0).to_be() },
+        ..Default::default()
+    };
+    // A zero-length write needs no gather entry at all.
+    let sg_list: &[ibv_sge] = if size == 0 { &[] } else { std::slice::from_ref(&list) };
+    qp.post_send(&mut wr, sg_list, mr)?;
+    let mut line = trace::event("ibv_post_send")
+        .kv("wr_id", wr.wr_id)
+        .kv("opcode", if imm.is_some() { "IBV_WR_RDMA_WRITE_WITH_IMM" } else { "IBV_WR_RDMA_WRITE" })
+        .kv("sge.length", size)
+        .kv("wr.rdma.remote_addr", Hex64(remote.addr))
+        .kv("wr.rdma.rkey", Key(remote.rkey));
+    if let Some(imm) = imm {
+        line = line.kv("imm_data", Key(imm));
+    }
+    line.emit();
+    Ok(())
+}
+
+/// Target, before the exchange: post the receive that the writer's WRITE WITH IMMEDIATE
+/// will consume. It has no scatter entry: the immediate data arrives in the completion.
+pub fn post_notice_recv(qp: &Qp, mr: &Mr) -> Result<()> {
+    let mut wr = ibv_recv_wr { wr_id: PINGPONG_RECV_WRID, ..Default::default() };
+    qp.post_recv(&mut wr, &[], mr)?;
+    trace::event("ibv_post_recv").kv("count", 1).kv("wr_id", wr.wr_id).kv("num_sge", 0).emit();
+    Ok(())
+}
+// ANCHOR_END: stage
+
+// ANCHOR: roles
+/// Writer: fill the buffer with the pattern, RDMA WRITE it into the target's buffer, then
+/// notify with a zero-length WRITE WITH IMMEDIATE carrying the byte count.
+pub fn write_and_notify(
+    qp: &Qp,
+    cq: &Cq,
+    mr: &mut Mr,
+    size: u32,
+    remote: &RdmaDest,
+    send_flags: ibv_send_flags,
+    timeout: Duration,
+) -> Result<()> {
+    for (i, b) in mr.buf_mut().iter_mut().enumerate() {
+        *b = pattern_byte(i);
+    }
+    rdma_write(qp, mr, size, remote, None, send_flags)?;
+    rdma_write(qp, mr, 0, remote, Some(size), send_flags)?;
+    wait_for(cq, &[RDMA_WRITE_WRID, WRITE_IMM_WRID], timeout)
+}
+
+/// Target: wait for the WRITE WITH IMMEDIATE's completion, then check the buffer holds
+/// what the immediate data says was written.
+pub fn await_notice_and_verify(cq: &Cq, mr: &Mr, size: u32, timeout: Duration) -> Result<()> {
+    wait_for(cq, &[PINGPONG_RECV_WRID], timeout)?;
+    verify(mr.buf(), size as usize)?;
+    trace::event("verify").kv("bytes", size).kv("ok", "yes").emit();
+    Ok(())
+}
+// ANCHOR_END: roles
+
+/// Checks that the first `size` bytes of `buf` carry [`pattern_byte`].
+pub fn verify(buf: &[u8], size: usize) -> Result<()> {
+    match buf[..size.min(buf.len())].iter().enumerate().find(|&(i, &b)| b != pattern_byte(i)) {
+        None => Ok(()),
+        Some((i, &b)) => Err(Error::new("verifying the written buffer").cause(format!(
+            "byte {i} is 0x{b:02x}, expected 0x{:02x}: the RDMA WRITE did not land where and \
+             as it should",
+            pattern_byte(i)
+        ))),
+    }
+}
+
+// ANCHOR: bw
+/// Writer, `--bw`: `iters` writes of `size` bytes, at most [`TX_DEPTH`] in flight, the last
+/// WITH IMMEDIATE (`imm` = `iters`). Prints perftest's columns.
+pub fn bandwidth(
+    qp: &Qp,
+    cq: &Cq,
+    mr: &mut Mr,
+    size: u32,
+    iters: u32,
+    remote: &RdmaDest,
+    send_flags: ibv_send_flags,
+) -> Result<()> {
+    for (i, b) in mr.buf_mut().iter_mut().enumerate() {
+        *b = pattern_byte(i);
+    }
+    let mut wc = [verbs::WC_ZERO; 16];
+    let (mut posted, mut completed) = (0u32, 0u32);
+    let mute = trace::mute();
+    let start = Instant::now();
+    while completed < iters {
+        while posted < iters && posted - completed < TX_DEPTH {
+            let imm = (posted == iters - 1).then_some(iters);
+            rdma_write(qp, mr, size, remote, imm, send_flags)?;
+            posted += 1;
+        }
+        let ne = cq.poll(&mut wc)?;
+        for wc in &wc[..ne] {
+            check_wc(wc)?;
+        }
+        completed += ne as u32;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(mute);
+    let bytes = f64::from(size) * f64::from(iters);
+    trace::line(" #bytes     #iterations    BW average[MiB/sec]    MsgRate[Mpps]");
+    trace::line(format_args!(
+        " {:<10} {:<14} {:<22.2} {:.6}",
+        size,
+        iters,
+        bytes / secs / f64::from(1u32 << 20),
+        f64::from(iters) / secs / 1e6
+    ));
+    Ok(())
+}
+// ANCHOR_END: bw
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verify_finds_the_first_wrong_byte() {
+        let mut buf: Vec<u8> = (0..600).map(pattern_byte).collect();
+        assert!(verify(&buf, 600).is_ok());
+        buf[300] ^= 1;
+        let err = verify(&buf, 600).unwrap_err().to_string();
+        assert!(err.contains("byte 300"), "{err}");
+        assert!(verify(&buf, 300).is_ok());
+    }
+}

@@ -1,0 +1,35 @@
+//! Stage 03: allocate the message buffer and register it as a memory region.
+//!
+//! C reference: `memalign`, `memset(ctx->buf, 0x7b, size)` and `ibv_reg_mr` in
+//! `pp_init_ctx`.
+//!
+//! **Why register.** The HCA moves data by DMA, on its own, while the CPU does something
+//! else. So the buffer's pages must stay where they are (registration pins them) and the
+//! HCA must know their physical addresses (registration hands it the translation). It
+//! returns two keys: the **lkey**, which our own work requests quote to use the buffer, and
+//! the **rkey**, which a peer quotes to RDMA into or out of it (stage 09).
+//!
+//! **Access flags.** `IBV_ACCESS_LOCAL_WRITE` lets the *local* HCA write the buffer, which
+//! every receive does, so the ping-pong needs it; remote access (`IBV_ACCESS_REMOTE_WRITE`)
+//! is only for stage 09. Reading for a send needs no flag. The verbs spec also requires
+//! LOCAL_WRITE whenever REMOTE_WRITE is asked for: `ibv_reg_mr` fails with EINVAL otherwise.
+
+use std::rc::Rc;
+
+use crate::error::Result;
+use crate::verbs::{ibv_access_flags, page_size, AlignedBuf, Mr, Pd};
+
+/// rc_pingpong fills its buffer with `0x7b` (`'{'`) before registering it (a placeholder:
+/// its source says `FIXME memset(ctx->buf, 0, size)`).
+pub const FILL: u8 = 0x7b;
+
+// ANCHOR: stage
+/// Allocates `size` page-aligned bytes, fills them with [`FILL`], and registers them in
+/// `pd` with `access` (`IBV_ACCESS_LOCAL_WRITE` for the ping-pong).
+pub fn reg_mr(pd: &Rc<Pd>, size: usize, access: ibv_access_flags) -> Result<Mr> {
+    let mut buf = AlignedBuf::new(page_size(), size)?;
+    buf.as_mut_slice().fill(FILL);
+    let mr = Mr::reg(pd, buf, access)?;
+    Ok(mr)
+}
+// ANCHOR_END: stage

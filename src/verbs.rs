@@ -1,0 +1,790 @@
+//! The thin, safe layer over libibverbs: one RAII type per verbs object.
+//!
+//! This is the only module with `unsafe` code. Each type owns one `ibv_*` handle and
+//! releases it in `Drop`, tracing the destroy verb, so a step can never forget
+//! `pp_close_ctx` — not even when it returns early with an error.
+//!
+//! # Ownership mirrors the verbs object graph
+//!
+//! ```text
+//! DeviceList ◄─ Context ◄─┬─ Pd ◄─┬─ Mr (owns its buffer)
+//!                         │       └─ Qp ──► Cq ──► CompChannel (optional)
+//!                         └─ Cq, CompChannel
+//! ```
+//!
+//! A child holds an [`Rc`] of each parent it was created from, so a parent cannot be
+//! destroyed while a child still needs it: the kernel would refuse anyway (`EBUSY` from
+//! `ibv_dealloc_pd` while an MR is registered in the PD), and here the type system refuses
+//! first. Dropping a step's values in reverse order of creation then yields exactly the
+//! teardown of `pp_close_ctx`: QP, CQ, (channel), MR, PD, context, device list.
+//!
+//! # What is traced here, and what is not
+//!
+//! Creation and destruction are traced by this layer, so teardown can never go unreported.
+//! Queries and the data path (`ibv_post_*`, `ibv_poll_cq`, CQ events) are not: the stage
+//! that calls them picks what is worth showing, and the timed loop shows nothing.
+//!
+//! # The attribute structs are the C ones
+//!
+//! Wrappers take and return `ibverbs-sys`' own `ibv_qp_attr`, `ibv_qp_init_attr`,
+//! `ibv_send_wr`, ... so stage code reads like `rc_pingpong.c`'s designated initialisers,
+//! and the C constant names are re-exported below so masks read `IBV_QP_STATE | IBV_QP_AV`.
+
+use std::alloc::{self, Layout};
+use std::cell::Cell;
+use std::ffi::CStr;
+use std::io;
+use std::ptr::{self, NonNull};
+use std::rc::Rc;
+
+use crate::error::{Error, Result};
+use crate::trace::{self, Hex64, Key, Qpn};
+
+pub use ibverbs_sys::{
+    ibv_access_flags, ibv_send_flags, ibv_ah_attr, ibv_device_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_port_attr,
+    ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr,
+    ibv_sge, ibv_wc,
+};
+pub use ibverbs_sys::ibv_qp_state::{
+    IBV_QPS_ERR, IBV_QPS_INIT, IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPS_RTS,
+};
+pub use ibverbs_sys::ibv_qp_type::IBV_QPT_RC;
+pub use ibverbs_sys::ibv_wc_opcode::{IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND};
+pub use ibverbs_sys::ibv_wr_opcode::{IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND};
+pub use ibverbs_sys::{
+    IBV_LINK_LAYER_ETHERNET, IBV_LINK_LAYER_INFINIBAND, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_256,
+    IBV_MTU_4096, IBV_MTU_512,
+};
+use ibverbs_sys as ffi;
+
+/// `wr.wr` of an `ibv_send_wr`: the per-opcode union (`wr.wr.rdma` for RDMA WRITE).
+pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2 as ibv_send_wr_wr;
+/// `wr.wr.rdma`: where an RDMA operation goes in the peer's memory (`remote_addr`, `rkey`).
+pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 as ibv_send_wr_rdma;
+/// The anonymous union holding `imm_data` (network byte order) in an `ibv_send_wr`.
+pub use ibverbs_sys::ibv_send_wr__bindgen_ty_1 as ibv_send_wr_imm;
+
+// The C names of the flag bits. bindgen makes them associated constants of newtype
+// structs (`ibv_qp_attr_mask::IBV_QP_STATE`); re-exporting them bare lets a mask be written
+// one flag per line exactly as in rc_pingpong.c.
+
+/// Modify the QP state (`qp_state`).
+pub const IBV_QP_STATE: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_STATE;
+/// Remote access rights of the QP (`qp_access_flags`).
+pub const IBV_QP_ACCESS_FLAGS: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS;
+/// Partition key index (`pkey_index`).
+pub const IBV_QP_PKEY_INDEX: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_PKEY_INDEX;
+/// Physical port the QP sends from (`port_num`).
+pub const IBV_QP_PORT: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_PORT;
+/// Address vector: where the remote QP lives (`ah_attr`).
+pub const IBV_QP_AV: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_AV;
+/// Path MTU (`path_mtu`).
+pub const IBV_QP_PATH_MTU: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_PATH_MTU;
+/// Local ACK timeout (`timeout`).
+pub const IBV_QP_TIMEOUT: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_TIMEOUT;
+/// Transport retry count (`retry_cnt`).
+pub const IBV_QP_RETRY_CNT: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_RETRY_CNT;
+/// RNR retry count (`rnr_retry`).
+pub const IBV_QP_RNR_RETRY: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_RNR_RETRY;
+/// First PSN expected from the peer (`rq_psn`).
+pub const IBV_QP_RQ_PSN: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_RQ_PSN;
+/// Outstanding RDMA reads/atomics this QP may initiate (`max_rd_atomic`).
+pub const IBV_QP_MAX_QP_RD_ATOMIC: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC;
+/// Minimum RNR NAK timer (`min_rnr_timer`).
+pub const IBV_QP_MIN_RNR_TIMER: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER;
+/// First PSN this QP sends (`sq_psn`).
+pub const IBV_QP_SQ_PSN: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_SQ_PSN;
+/// Incoming RDMA reads/atomics this QP will serve at once (`max_dest_rd_atomic`).
+pub const IBV_QP_MAX_DEST_RD_ATOMIC: ibv_qp_attr_mask =
+    ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC;
+/// Capabilities (`cap`), for `ibv_query_qp`.
+pub const IBV_QP_CAP: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_CAP;
+/// Remote QP number (`dest_qp_num`).
+pub const IBV_QP_DEST_QPN: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_DEST_QPN;
+
+/// The local HCA may write into the memory region (needed by any receive).
+pub const IBV_ACCESS_LOCAL_WRITE: ffi::ibv_access_flags = ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE;
+/// A remote QP may RDMA WRITE into the memory region (or, on a QP, be allowed to).
+pub const IBV_ACCESS_REMOTE_WRITE: ffi::ibv_access_flags = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE;
+
+/// Generate a completion for this send WR.
+pub const IBV_SEND_SIGNALED: ffi::ibv_send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED;
+/// Copy the payload into the WQE at post time instead of letting the HCA DMA it later.
+pub const IBV_SEND_INLINE: ffi::ibv_send_flags = ffi::ibv_send_flags::IBV_SEND_INLINE;
+
+/// An all-zero work completion, to initialise the array `ibv_poll_cq` fills.
+// SAFETY: ibv_wc is a C struct of integers; all-zero is a valid value of every field.
+pub const WC_ZERO: ibv_wc = unsafe { std::mem::zeroed() };
+
+/// The 16 bytes of a GID, whichever view of the union was written.
+pub fn gid_bytes(gid: &ibv_gid) -> [u8; 16] {
+    // SAFETY: every view of `union ibv_gid` is plain bytes covering all 16 of them, so
+    // reading `raw` is valid whichever member was written.
+    unsafe { gid.raw }
+}
+
+/// The system page size (`sysconf(_SC_PAGESIZE)`), rc_pingpong's buffer alignment.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions; _SC_PAGESIZE is always supported on Linux.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
+}
+
+/// `ibv_wc_status_str`: the library's name for a work completion status.
+pub fn wc_status_str(status: ffi::ibv_wc_status::Type) -> &'static str {
+    // SAFETY: ibv_wc_status_str returns a pointer to a static string for any value
+    // (unknown values map to "unknown").
+    let s = unsafe { CStr::from_ptr(ffi::ibv_wc_status_str(status)) };
+    s.to_str().unwrap_or("unknown")
+}
+
+/// The status of a work completion (`wc.status`), `IBV_WC_SUCCESS` when it succeeded.
+pub fn wc_status(wc: &ibv_wc) -> ffi::ibv_wc_status::Type {
+    wc.error().map_or(ffi::ibv_wc_status::IBV_WC_SUCCESS, |(status, _)| status)
+}
+
+/// `ibv_get_device_list`: the RDMA devices of this host.
+///
+/// The list must outlive every device opened from it in `ibv_rc_pingpong`'s reading of the
+/// man page, so [`Context::open`] takes the list and frees it after closing the device.
+pub struct DeviceList {
+    list: NonNull<*mut ffi::ibv_device>,
+    len: usize,
+}
+
+impl DeviceList {
+    /// Calls `ibv_get_device_list`. Fails with the errno it sets (`ENOSYS` when the kernel
+    /// has no RDMA support at all); an empty list is *not* an error here.
+    pub fn get() -> Result<Self> {
+        let mut num = 0;
+        // SAFETY: `num` is a valid out-pointer; the returned array (NULL-terminated, `num`
+        // entries) is owned by us until ibv_free_device_list.
+        let list = unsafe { ffi::ibv_get_device_list(&mut num) };
+        let Some(list) = NonNull::new(list) else {
+            return Err(Error::verb("ibv_get_device_list", io::Error::last_os_error()));
+        };
+        let list = DeviceList { list, len: usize::try_from(num).unwrap_or(0) };
+        trace::event("ibv_get_device_list").kv("num_devices", list.len).emit();
+        Ok(list)
+    }
+
+    /// Number of devices in the list.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the host has RDMA support but no device (no `rdma link add` yet).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn device(&self, index: usize) -> *mut ffi::ibv_device {
+        assert!(index < self.len, "device index {index} out of range");
+        // SAFETY: index < len, and the array holds len valid device pointers.
+        unsafe { *self.list.as_ptr().add(index) }
+    }
+
+    /// `ibv_get_device_name` of device `index`, e.g. `rxe0` or `mlx5_0`.
+    pub fn name(&self, index: usize) -> String {
+        // SAFETY: device() is a valid device; its name is a NUL-terminated string that
+        // lives as long as the list.
+        let name = unsafe { CStr::from_ptr(ffi::ibv_get_device_name(self.device(index))) };
+        name.to_string_lossy().into_owned()
+    }
+
+    /// `ibv_get_device_guid` of device `index`, in host order (the verb returns it in
+    /// network order, as it travels in InfiniBand packets).
+    pub fn guid(&self, index: usize) -> u64 {
+        // SAFETY: device() is a valid device pointer.
+        u64::from_be(unsafe { ffi::ibv_get_device_guid(self.device(index)) })
+    }
+}
+
+impl Drop for DeviceList {
+    fn drop(&mut self) {
+        // SAFETY: the list came from ibv_get_device_list and is freed exactly once.
+        unsafe { ffi::ibv_free_device_list(self.list.as_ptr()) };
+        trace::event("ibv_free_device_list").emit();
+    }
+}
+
+/// `struct ibv_context`: an open device, the root of every other verbs object.
+///
+/// Opening a device gives this process its own channel to the kernel driver (the
+/// `/dev/infiniband/uverbs*` file); PDs, CQs and QPs are all created through it.
+pub struct Context {
+    raw: NonNull<ffi::ibv_context>,
+    name: String,
+    // Dropped after Drop::drop has closed the device: rc_pingpong frees the list last.
+    _list: DeviceList,
+}
+
+impl Context {
+    /// `ibv_open_device` on device `index` of `list`, which the context keeps until it is
+    /// closed.
+    pub fn open(list: DeviceList, index: usize) -> Result<Rc<Self>> {
+        let name = list.name(index);
+        // SAFETY: device() is a valid device of a live list.
+        let raw = unsafe { ffi::ibv_open_device(list.device(index)) };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::verb(format!("ibv_open_device({name})"), io::Error::last_os_error())
+        })?;
+        trace::event("ibv_open_device").kv("device", &name).emit();
+        Ok(Rc::new(Context { raw, name, _list: list }))
+    }
+
+    /// The device name, e.g. `rxe0`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `ibv_query_device`: the device's limits and identity.
+    pub fn query_device(&self) -> Result<ibv_device_attr> {
+        let mut attr = ibv_device_attr::default();
+        // SAFETY: raw is an open context and attr a valid out-pointer.
+        let rc = unsafe { ffi::ibv_query_device(self.raw.as_ptr(), &mut attr) };
+        check("ibv_query_device", rc)?;
+        Ok(attr)
+    }
+
+    /// `ibv_query_port`: the state, LID, MTU and link layer of port `port` (1-based).
+    pub fn query_port(&self, port: u8) -> Result<ibv_port_attr> {
+        let mut attr = ibv_port_attr::default();
+        // `ibv_query_port` is a macro in verbs.h around an inline that calls the exported
+        // symbol with the smaller "compat" struct layout. That layout is a prefix of
+        // ibv_port_attr (every field up to `flags`, `link_layer` included), and the library
+        // copies exactly that prefix, so a zeroed full struct is a valid buffer.
+        // SAFETY: raw is an open context; attr is large enough for the compat layout.
+        let rc = unsafe {
+            ffi::ibv_query_port(self.raw.as_ptr(), port, ptr::from_mut(&mut attr).cast())
+        };
+        check(&format!("ibv_query_port(port {port})"), rc)?;
+        Ok(attr)
+    }
+
+    /// `ibv_query_gid`: entry `index` of port `port`'s GID table.
+    pub fn query_gid(&self, port: u8, index: i32) -> Result<[u8; 16]> {
+        let mut gid = ibv_gid::default();
+        // SAFETY: raw is an open context and gid a valid out-pointer.
+        let rc = unsafe { ffi::ibv_query_gid(self.raw.as_ptr(), port, index, &mut gid) };
+        // ibv_query_gid returns -1 and sets errno, unlike most int-returning verbs.
+        if rc != 0 {
+            return Err(Error::verb(
+                format!("ibv_query_gid(port {port}, index {index})"),
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(gid_bytes(&gid))
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: every child holds an Rc<Context>, so none is alive any more.
+        let rc = unsafe { ffi::ibv_close_device(self.raw.as_ptr()) };
+        report_destroy("ibv_close_device", rc);
+        trace::event("ibv_close_device").kv("device", &self.name).emit();
+    }
+}
+
+/// `struct ibv_comp_channel`: a file descriptor on which the CQs attached to it signal
+/// completion *events*, so a thread can sleep instead of busy-polling (`-e`).
+pub struct CompChannel {
+    raw: NonNull<ffi::ibv_comp_channel>,
+    _ctx: Rc<Context>,
+}
+
+impl CompChannel {
+    /// `ibv_create_comp_channel`.
+    pub fn create(ctx: &Rc<Context>) -> Result<Rc<Self>> {
+        // SAFETY: ctx is an open context.
+        let raw = unsafe { ffi::ibv_create_comp_channel(ctx.raw.as_ptr()) };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::verb("ibv_create_comp_channel", io::Error::last_os_error())
+        })?;
+        trace::event("ibv_create_comp_channel").emit();
+        Ok(Rc::new(CompChannel { raw, _ctx: Rc::clone(ctx) }))
+    }
+
+    /// `ibv_get_cq_event`: blocks until a CQ armed with `ibv_req_notify_cq` gets a
+    /// completion, and checks that the event is for `cq`. Each event must later be
+    /// acknowledged with [`Cq::ack_events`] (the [`Cq`] counts them for that).
+    pub fn get_cq_event(&self, cq: &Cq) -> Result<()> {
+        let mut ev_cq = ptr::null_mut();
+        let mut ev_ctx = ptr::null_mut();
+        // SAFETY: raw is a live channel and both out-pointers are valid.
+        let rc = unsafe { ffi::ibv_get_cq_event(self.raw.as_ptr(), &mut ev_cq, &mut ev_ctx) };
+        if rc != 0 {
+            return Err(Error::verb("ibv_get_cq_event", io::Error::last_os_error()));
+        }
+        if ev_cq != cq.raw.as_ptr() {
+            return Err(Error::new("ibv_get_cq_event")
+                .cause("the event is for a CQ this program did not attach to the channel"));
+        }
+        cq.unacked.set(cq.unacked.get() + 1);
+        Ok(())
+    }
+}
+
+impl Drop for CompChannel {
+    fn drop(&mut self) {
+        // SAFETY: CQs using the channel hold an Rc to it, so none is alive any more.
+        let rc = unsafe { ffi::ibv_destroy_comp_channel(self.raw.as_ptr()) };
+        report_destroy("ibv_destroy_comp_channel", rc);
+        trace::event("ibv_destroy_comp_channel").emit();
+    }
+}
+
+/// `struct ibv_pd`: a protection domain, the security boundary that ties memory regions to
+/// the QPs allowed to use them. A QP can only access MRs of its own PD.
+pub struct Pd {
+    raw: NonNull<ffi::ibv_pd>,
+    ctx: Rc<Context>,
+}
+
+impl Pd {
+    /// `ibv_alloc_pd`.
+    pub fn alloc(ctx: &Rc<Context>) -> Result<Rc<Self>> {
+        // SAFETY: ctx is an open context.
+        let raw = unsafe { ffi::ibv_alloc_pd(ctx.raw.as_ptr()) };
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::verb("ibv_alloc_pd", io::Error::last_os_error()))?;
+        let pd = Pd { raw, ctx: Rc::clone(ctx) };
+        trace::event("ibv_alloc_pd").kv("pd.handle", pd.handle()).emit();
+        Ok(Rc::new(pd))
+    }
+
+    /// The kernel's handle for this PD (`pd->handle`), small and per-context.
+    pub fn handle(&self) -> u32 {
+        // SAFETY: raw points to a live ibv_pd.
+        unsafe { self.raw.as_ref().handle }
+    }
+
+    /// The context the PD was allocated on.
+    pub fn context(&self) -> &Rc<Context> {
+        &self.ctx
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        let handle = self.handle();
+        // SAFETY: MRs and QPs of this PD hold an Rc to it, so none is alive any more.
+        let rc = unsafe { ffi::ibv_dealloc_pd(self.raw.as_ptr()) };
+        report_destroy("ibv_dealloc_pd", rc);
+        trace::event("ibv_dealloc_pd").kv("pd.handle", handle).emit();
+    }
+}
+
+/// A page-aligned, zero-initialised byte buffer: rc_pingpong's `memalign(page_size, size)`.
+///
+/// Registration pins whole pages, and page alignment keeps a buffer from sharing a page
+/// with unrelated heap data.
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl AlignedBuf {
+    /// Allocates `len` zeroed bytes aligned to `align` (a power of two).
+    pub fn new(align: usize, len: usize) -> Result<Self> {
+        let layout = Layout::from_size_align(len, align)
+            .ok()
+            .filter(|l| l.size() > 0)
+            .ok_or_else(|| {
+                Error::new(format!("allocating a {len}-byte buffer"))
+                    .cause("the size must be at least 1 byte (and fit in memory)")
+                    .fix("pass a positive -s/--size")
+            })?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr).ok_or_else(|| {
+            Error::new(format!("allocating a {len}-byte buffer")).cause("out of memory")
+        })?;
+        Ok(AlignedBuf { ptr, layout })
+    }
+
+    /// The buffer's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is a live allocation of layout.size() initialised bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    /// The buffer's bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and &mut self makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: ptr was allocated with this layout and is freed once.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+/// `struct ibv_mr`: a memory region — a buffer pinned in RAM and registered with the HCA,
+/// which may then DMA into and out of it.
+///
+/// Registration returns two keys: the **lkey**, which local work requests put in their
+/// scatter/gather entries, and the **rkey**, which a peer needs (with the address) to
+/// access the region with RDMA READ/WRITE. The MR owns its buffer, so the memory cannot
+/// be freed while the HCA may still touch it.
+pub struct Mr {
+    raw: NonNull<ffi::ibv_mr>,
+    // Field order matters: Drop deregisters first, then the buffer is freed.
+    buf: AlignedBuf,
+    _pd: Rc<Pd>,
+}
+
+impl Mr {
+    /// `ibv_reg_mr(pd, buf, len, access)`: registers all of `buf` with `access` rights.
+    pub fn reg(pd: &Rc<Pd>, mut buf: AlignedBuf, access: ffi::ibv_access_flags) -> Result<Self> {
+        let len = buf.layout.size();
+        let addr = buf.as_mut_slice().as_mut_ptr();
+        // SAFETY: pd is live; addr..addr+len is a live allocation that the Mr keeps alive
+        // (it owns `buf`) until after ibv_dereg_mr.
+        let raw = unsafe { ffi::ibv_reg_mr(pd.raw.as_ptr(), addr.cast(), len, access.0 as i32) };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::verb(
+                format!("ibv_reg_mr(length {len}, {})", trace::access_names(access.0)),
+                io::Error::last_os_error(),
+            )
+        })?;
+        let mr = Mr { raw, buf, _pd: Rc::clone(pd) };
+        trace::event("ibv_reg_mr")
+            .kv("addr", Hex64(mr.addr()))
+            .kv("length", len)
+            .kv("access", trace::access_names(access.0))
+            .kv("lkey", Key(mr.lkey()))
+            .kv("rkey", Key(mr.rkey()))
+            .emit();
+        Ok(mr)
+    }
+
+    fn raw(&self) -> &ffi::ibv_mr {
+        // SAFETY: raw points to a live ibv_mr that only ibv_dereg_mr (in Drop) frees.
+        unsafe { self.raw.as_ref() }
+    }
+
+    /// The local key, for the `lkey` of scatter/gather entries.
+    pub fn lkey(&self) -> u32 {
+        self.raw().lkey
+    }
+
+    /// The remote key a peer needs to RDMA into or out of this region.
+    pub fn rkey(&self) -> u32 {
+        self.raw().rkey
+    }
+
+    /// The region's start address, as work requests (`sge.addr`, `remote_addr`) use it.
+    pub fn addr(&self) -> u64 {
+        self.raw().addr as u64
+    }
+
+    /// The region's length in bytes.
+    pub fn len(&self) -> usize {
+        self.raw().length
+    }
+
+    /// Always false: a region has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The registered bytes.
+    ///
+    /// The HCA writes them by DMA when a receive or an incoming RDMA WRITE lands. Read them
+    /// only after the completion (yours, or the peer's message) that says the write is
+    /// done: a work completion guarantees the data is placed in memory.
+    pub fn buf(&self) -> &[u8] {
+        self.buf.as_slice()
+    }
+
+    /// The registered bytes, writable: fill them before posting the send that carries them.
+    pub fn buf_mut(&mut self) -> &mut [u8] {
+        self.buf.as_mut_slice()
+    }
+
+    /// True if `sge` lies inside this region and carries its lkey: the check the HCA does
+    /// for DMA, done on the CPU side before an inline send copies from `sge.addr`.
+    fn covers(&self, sge: &ibv_sge) -> bool {
+        let start = self.addr();
+        let end = start + self.len() as u64;
+        sge.lkey == self.lkey()
+            && sge.addr >= start
+            && sge.addr.checked_add(u64::from(sge.length)).is_some_and(|e| e <= end)
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        let lkey = self.lkey();
+        // SAFETY: raw is a live MR, deregistered exactly once; the buffer is freed after.
+        let rc = unsafe { ffi::ibv_dereg_mr(self.raw.as_ptr()) };
+        report_destroy("ibv_dereg_mr", rc);
+        trace::event("ibv_dereg_mr").kv("lkey", Key(lkey)).emit();
+    }
+}
+
+/// `struct ibv_cq`: a completion queue, where the HCA reports finished work requests as
+/// work completions (`ibv_wc`) for the program to poll.
+pub struct Cq {
+    raw: NonNull<ffi::ibv_cq>,
+    unacked: Cell<u32>,
+    _channel: Option<Rc<CompChannel>>,
+    _ctx: Rc<Context>,
+}
+
+impl Cq {
+    /// `ibv_create_cq(ctx, cqe, NULL, channel, comp_vector)`: a CQ with room for at least
+    /// `cqe` completions, optionally attached to a completion channel.
+    pub fn create(
+        ctx: &Rc<Context>,
+        cqe: i32,
+        channel: Option<&Rc<CompChannel>>,
+        comp_vector: i32,
+    ) -> Result<Rc<Self>> {
+        let ch = channel.map_or(ptr::null_mut(), |c| c.raw.as_ptr());
+        // SAFETY: ctx is open; ch is NULL or a live channel that the Cq keeps alive.
+        let raw = unsafe {
+            ffi::ibv_create_cq(ctx.raw.as_ptr(), cqe, ptr::null_mut(), ch, comp_vector)
+        };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::verb(format!("ibv_create_cq(cqe {cqe})"), io::Error::last_os_error())
+        })?;
+        let cq = Cq { raw, unacked: Cell::new(0), _channel: channel.cloned(), _ctx: Rc::clone(ctx) };
+        trace::event("ibv_create_cq")
+            .kv("cqe", cqe)
+            .kv("channel", if channel.is_some() { "yes" } else { "NULL" })
+            .kv("comp_vector", comp_vector)
+            .kv("cq.cqe", cq.cqe())
+            .emit();
+        Ok(Rc::new(cq))
+    }
+
+    /// The number of entries the device actually gave the CQ (`cq->cqe`, ≥ what was asked).
+    pub fn cqe(&self) -> i32 {
+        // SAFETY: raw points to a live ibv_cq.
+        unsafe { self.raw.as_ref().cqe }
+    }
+
+    /// The raw handle, for `ibv_qp_init_attr.send_cq`/`recv_cq`; only [`Qp::create`]
+    /// uses it, after checking it belongs to the CQ it is given.
+    pub fn as_ptr(&self) -> *mut ffi::ibv_cq {
+        self.raw.as_ptr()
+    }
+
+    /// `ibv_poll_cq`: moves up to `wc.len()` completions into `wc`, returns how many.
+    /// Never blocks; 0 means the CQ is empty right now.
+    pub fn poll(&self, wc: &mut [ibv_wc]) -> Result<usize> {
+        let n = i32::try_from(wc.len()).unwrap_or(i32::MAX);
+        // ibv_poll_cq is `static inline` in verbs.h: it calls the provider through the
+        // context's ops table, and so do we.
+        // SAFETY: raw is a live CQ whose context is open; wc has room for n entries.
+        let ne = unsafe {
+            let cq = self.raw.as_ptr();
+            let poll = (*(*cq).context).ops.poll_cq.expect("provider without poll_cq");
+            poll(cq, n, wc.as_mut_ptr())
+        };
+        usize::try_from(ne).map_err(|_| {
+            Error::new(format!("ibv_poll_cq returned {ne}")).cause("the CQ is in error (overrun?)")
+        })
+    }
+
+    /// `ibv_req_notify_cq`: arms the CQ so the next completion (the next *solicited* one if
+    /// `solicited_only`) raises one event on its completion channel. One-shot: re-arm after
+    /// each event.
+    pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        // SAFETY: as in poll; req_notify_cq is another static inline over the ops table.
+        let rc = unsafe {
+            let cq = self.raw.as_ptr();
+            let notify = (*(*cq).context).ops.req_notify_cq.expect("provider without req_notify_cq");
+            notify(cq, i32::from(solicited_only))
+        };
+        check("ibv_req_notify_cq", rc)
+    }
+
+    /// `ibv_ack_cq_events(cq, n)` for every event received so far and not yet acked.
+    ///
+    /// Acknowledging takes a mutex, so it is done in bulk, as rc_pingpong does at the end.
+    /// `ibv_destroy_cq` waits until all events are acked; Drop acks leftovers so an early
+    /// error exit cannot hang.
+    pub fn ack_events(&self) -> u32 {
+        let n = self.unacked.replace(0);
+        if n > 0 {
+            // SAFETY: raw is a live CQ and n events were received and not yet acked.
+            unsafe { ffi::ibv_ack_cq_events(self.raw.as_ptr(), n) };
+        }
+        n
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        self.ack_events();
+        // SAFETY: QPs using this CQ hold an Rc to it, so none is alive any more.
+        let rc = unsafe { ffi::ibv_destroy_cq(self.raw.as_ptr()) };
+        report_destroy("ibv_destroy_cq", rc);
+        trace::event("ibv_destroy_cq").emit();
+    }
+}
+
+/// `struct ibv_qp`: a queue pair — a send queue and a receive queue — the endpoint of an
+/// RDMA connection. An RC QP is connected to exactly one remote QP and walks the state
+/// machine RESET → INIT → RTR (ready to receive) → RTS (ready to send) through
+/// `ibv_modify_qp` before it can carry traffic.
+pub struct Qp {
+    raw: NonNull<ffi::ibv_qp>,
+    state: Cell<ffi::ibv_qp_state::Type>,
+    _cq: Rc<Cq>,
+    _pd: Rc<Pd>,
+}
+
+impl Qp {
+    /// `ibv_create_qp(pd, &init_attr)`. `init_attr.send_cq` and `.recv_cq` must both be
+    /// `cq`: the QP keeps that CQ alive.
+    pub fn create(pd: &Rc<Pd>, cq: &Rc<Cq>, mut init_attr: ibv_qp_init_attr) -> Result<Self> {
+        if init_attr.send_cq != cq.as_ptr() || init_attr.recv_cq != cq.as_ptr() {
+            return Err(Error::new("ibv_create_qp")
+                .cause("init_attr.send_cq/recv_cq must be the CQ passed to Qp::create"));
+        }
+        let asked = init_attr.cap;
+        // SAFETY: pd is live, init_attr is valid and its CQs are `cq`, kept alive by the Qp.
+        let raw = unsafe { ffi::ibv_create_qp(pd.raw.as_ptr(), &mut init_attr) };
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::verb("ibv_create_qp", io::Error::last_os_error()))?;
+        let qp = Qp {
+            raw,
+            state: Cell::new(IBV_QPS_RESET),
+            _cq: Rc::clone(cq),
+            _pd: Rc::clone(pd),
+        };
+        // ibv_create_qp writes back the capacities it granted, which may exceed the request.
+        let got = init_attr.cap;
+        trace::event("ibv_create_qp")
+            .kv("qp_type", if init_attr.qp_type == IBV_QPT_RC { "IBV_QPT_RC" } else { "other" })
+            .kv("cap.max_send_wr", format!("{}→{}", asked.max_send_wr, got.max_send_wr))
+            .kv("cap.max_recv_wr", format!("{}→{}", asked.max_recv_wr, got.max_recv_wr))
+            .kv("cap.max_send_sge", format!("{}→{}", asked.max_send_sge, got.max_send_sge))
+            .kv("cap.max_recv_sge", format!("{}→{}", asked.max_recv_sge, got.max_recv_sge))
+            .kv("qp_num", Qpn(qp.qp_num()))
+            .emit();
+        Ok(qp)
+    }
+
+    /// The QP number, chosen by the device; the peer needs it as its `dest_qp_num`.
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: raw points to a live ibv_qp.
+        unsafe { self.raw.as_ref().qp_num }
+    }
+
+    /// The state this QP was last moved to by [`Qp::modify`].
+    pub fn state(&self) -> ffi::ibv_qp_state::Type {
+        self.state.get()
+    }
+
+    /// `ibv_query_qp(qp, &attr, IBV_QP_CAP, &init_attr)`: the capacities the QP really has,
+    /// notably `max_inline_data`.
+    pub fn query_cap(&self) -> Result<ibv_qp_cap> {
+        let mut attr = ibv_qp_attr::default();
+        let mut init_attr = ibv_qp_init_attr::default();
+        // SAFETY: raw is live; both out-pointers are valid.
+        let rc = unsafe {
+            ffi::ibv_query_qp(self.raw.as_ptr(), &mut attr, IBV_QP_CAP.0 as i32, &mut init_attr)
+        };
+        check("ibv_query_qp(IBV_QP_CAP)", rc)?;
+        Ok(init_attr.cap)
+    }
+
+    /// `ibv_modify_qp(qp, &attr, mask)`: only the fields whose flag is in `mask` are read.
+    ///
+    /// The call is traced before it is made, so a failure shows what was asked.
+    pub fn modify(&self, attr: &ibv_qp_attr, mask: ibv_qp_attr_mask) -> Result<()> {
+        let from = self.state.get();
+        trace::modify_qp(self.qp_num(), from, attr, mask);
+        let mut attr = *attr;
+        // SAFETY: raw is live and attr a valid struct (the verb does not keep the pointer).
+        let rc = unsafe { ffi::ibv_modify_qp(self.raw.as_ptr(), &mut attr, mask.0 as i32) };
+        let to = if mask.0 & IBV_QP_STATE.0 != 0 { attr.qp_state } else { from };
+        check(
+            &format!("ibv_modify_qp {}→{}", trace::state_name(from), trace::state_name(to)),
+            rc,
+        )?;
+        self.state.set(to);
+        Ok(())
+    }
+
+    /// `ibv_post_send(qp, &wr, &bad_wr)` for one work request whose gather list is
+    /// `sg_list`, every entry of which must lie in `mr`.
+    ///
+    /// The wrapper sets `wr.sg_list`, `wr.num_sge` and `wr.next` itself: they are raw
+    /// pointers, and the HCA (or, for an inline send, this very call) reads through them,
+    /// so they must point at memory that is checked to be valid.
+    pub fn post_send(&self, wr: &mut ibv_send_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
+        if !sg_list.iter().all(|sge| mr.covers(sge)) {
+            return Err(Error::new("ibv_post_send").cause("a gather entry lies outside its MR"));
+        }
+        wr.sg_list = sg_list.as_ptr().cast_mut();
+        wr.num_sge = sg_list.len() as i32;
+        wr.next = ptr::null_mut();
+        let mut bad_wr = ptr::null_mut();
+        // ibv_post_send is `static inline` in verbs.h: a call through the ops table.
+        // SAFETY: raw is live; wr is one valid WR whose gather entries lie in a registered
+        // MR (checked above) that outlives the call; the verb reads them and keeps no
+        // pointer into `wr` after returning.
+        let rc = unsafe {
+            let qp = self.raw.as_ptr();
+            let post = (*(*qp).context).ops.post_send.expect("provider without post_send");
+            post(qp, wr, &mut bad_wr)
+        };
+        check("ibv_post_send", rc)
+    }
+
+    /// `ibv_post_recv(qp, &wr, &bad_wr)` for one work request whose scatter list is
+    /// `sg_list`, every entry of which must lie in `mr`. Same pointer rules as
+    /// [`Qp::post_send`].
+    pub fn post_recv(&self, wr: &mut ibv_recv_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
+        if !sg_list.iter().all(|sge| mr.covers(sge)) {
+            return Err(Error::new("ibv_post_recv").cause("a scatter entry lies outside its MR"));
+        }
+        wr.sg_list = sg_list.as_ptr().cast_mut();
+        wr.num_sge = sg_list.len() as i32;
+        wr.next = ptr::null_mut();
+        let mut bad_wr = ptr::null_mut();
+        // SAFETY: as in post_send; ibv_post_recv is the same kind of static inline.
+        let rc = unsafe {
+            let qp = self.raw.as_ptr();
+            let post = (*(*qp).context).ops.post_recv.expect("provider without post_recv");
+            post(qp, wr, &mut bad_wr)
+        };
+        check("ibv_post_recv", rc)
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        let qp_num = self.qp_num();
+        // SAFETY: raw is a live QP destroyed exactly once; outstanding WRs are flushed.
+        let rc = unsafe { ffi::ibv_destroy_qp(self.raw.as_ptr()) };
+        report_destroy("ibv_destroy_qp", rc);
+        trace::event("ibv_destroy_qp").kv("qp_num", Qpn(qp_num)).emit();
+    }
+}
+
+/// Int-returning verbs return 0 or an errno value (some providers return -1 and set errno).
+fn check(what: &str, rc: i32) -> Result<()> {
+    match rc {
+        0 => Ok(()),
+        rc if rc > 0 => Err(Error::verb(what, io::Error::from_raw_os_error(rc))),
+        _ => Err(Error::verb(what, io::Error::last_os_error())),
+    }
+}
+
+/// A destroy verb that fails in Drop cannot return its error: say so on stderr.
+fn report_destroy(verb: &str, rc: i32) {
+    if let Err(err) = check(verb, rc) {
+        eprintln!("error: {err}");
+    }
+}

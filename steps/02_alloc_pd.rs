@@ -1,0 +1,29 @@
+//! Step 02: allocate a protection domain on the open device.
+//!
+//! New: stage 02, [`rdma_dissect::stages::alloc_pd`].
+
+use clap::Parser;
+use rdma_dissect::cli::DeviceArgs;
+use rdma_dissect::error;
+use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device};
+
+/// Step 02 of ibv_rc_pingpong: open a device and allocate a protection domain.
+#[derive(Parser)]
+#[command(after_help = "Needs an RDMA device; in the lab VM: lab/run target/debug/02_alloc_pd")]
+struct Cli {
+    #[command(flatten)]
+    device: DeviceArgs,
+}
+
+// ANCHOR: main
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    error::main(|| {
+        let dev = open_device(&cli.device)?;
+        // ANCHOR: new
+        let _pd = alloc_pd(&dev)?;
+        // ANCHOR_END: new
+        Ok(())
+    })
+}
+// ANCHOR_END: main

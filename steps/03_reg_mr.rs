@@ -1,0 +1,33 @@
+//! Step 03: allocate the message buffer and register it as a memory region.
+//!
+//! New: stage 03, [`rdma_dissect::stages::reg_mr`].
+
+use clap::Parser;
+use rdma_dissect::cli::{BufferArgs, DeviceArgs};
+use rdma_dissect::error;
+use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
+use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
+
+/// Step 03 of ibv_rc_pingpong: register a -s byte buffer as a memory region.
+#[derive(Parser)]
+#[command(after_help = "Needs an RDMA device; in the lab VM: lab/run target/debug/03_reg_mr")]
+struct Cli {
+    #[command(flatten)]
+    device: DeviceArgs,
+    #[command(flatten)]
+    buffer: BufferArgs,
+}
+
+// ANCHOR: main
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    error::main(|| {
+        let dev = open_device(&cli.device)?;
+        let pd = alloc_pd(&dev)?;
+        // ANCHOR: new
+        let _mr = reg_mr(&pd, cli.buffer.size as usize, IBV_ACCESS_LOCAL_WRITE)?;
+        // ANCHOR_END: new
+        Ok(())
+    })
+}
+// ANCHOR_END: main

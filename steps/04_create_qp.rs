@@ -1,0 +1,38 @@
+//! Step 04: create the completion queue and an RC queue pair, and move it to INIT.
+//!
+//! New: stage 04, [`rdma_dissect::stages::create_qp`].
+
+use clap::Parser;
+use rdma_dissect::cli::{BufferArgs, DeviceArgs, QueueArgs};
+use rdma_dissect::error;
+use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
+use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
+use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
+
+/// Step 04 of ibv_rc_pingpong: create a CQ and an RC QP, and take the QP RESET→INIT.
+#[derive(Parser)]
+#[command(after_help = "Needs an RDMA device; in the lab VM: lab/run target/debug/04_create_qp")]
+struct Cli {
+    #[command(flatten)]
+    device: DeviceArgs,
+    #[command(flatten)]
+    buffer: BufferArgs,
+    #[command(flatten)]
+    queue: QueueArgs,
+}
+
+// ANCHOR: main
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let size = cli.buffer.size;
+    error::main(|| {
+        let dev = open_device(&cli.device)?;
+        let pd = alloc_pd(&dev)?;
+        let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
+        // ANCHOR: new
+        let _queues = create_qp(&dev, &pd, QpOptions::pingpong(size, cli.queue.rx_depth, cli.queue.events))?;
+        // ANCHOR_END: new
+        Ok(())
+    })
+}
+// ANCHOR_END: main

@@ -1,0 +1,40 @@
+//! Step 05: exchange addresses with the peer over TCP and move the QP INIT→RTR.
+//!
+//! New: stage 05, [`rdma_dissect::stages::modify_qp_rtr`]. Run a server (no host) and a
+//! client (with the server's host), like `ibv_rc_pingpong`; either may be the C tool.
+
+use clap::Parser;
+use rdma_dissect::cli::{self, PingpongArgs};
+use rdma_dissect::error;
+use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
+use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
+use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
+use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
+
+/// Step 05 of ibv_rc_pingpong: exchange LID/QPN/PSN/GID over TCP, then INIT→RTR.
+#[derive(Parser)]
+#[command(after_help = cli::two_terminals_help("05_modify_qp_rtr"))]
+struct Cli {
+    #[command(flatten)]
+    args: PingpongArgs,
+}
+
+// ANCHOR: main
+fn main() -> std::process::ExitCode {
+    let Cli { args } = Cli::parse();
+    let size = args.buffer.size;
+    error::main(|| {
+        let dev = open_device(&args.device)?;
+        let pd = alloc_pd(&dev)?;
+        let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
+        let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
+        // ANCHOR: new
+        let local = local_dest(&dev, &q.qp);
+        exchange_dest(&args, &local, |remote| {
+            modify_qp_rtr(&q.qp, &dev, remote, args.mtu.to_ibv(), args.sl)
+        })?;
+        // ANCHOR_END: new
+        Ok(())
+    })
+}
+// ANCHOR_END: main

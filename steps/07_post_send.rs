@@ -1,0 +1,48 @@
+//! Step 07: one SEND each way, and the first work completions.
+//!
+//! New: stage 07, [`rdma_dissect::stages::post_send`]: a receive posted *before* the
+//! exchange (so the peer's SEND has somewhere to land), then the client's `ping` and the
+//! server's `pong`.
+
+use clap::Parser;
+use rdma_dissect::cli::{self, PingpongArgs};
+use rdma_dissect::error;
+use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
+use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
+use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
+use rdma_dissect::stages::post_send::{post_recv, send_each_way};
+use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
+use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
+
+/// Step 07 of ibv_rc_pingpong: post a receive and a send on each side.
+#[derive(Parser)]
+#[command(after_help = cli::two_terminals_help("07_post_send"))]
+struct Cli {
+    #[command(flatten)]
+    args: PingpongArgs,
+}
+
+// ANCHOR: main
+fn main() -> std::process::ExitCode {
+    let Cli { args } = Cli::parse();
+    let size = args.buffer.size;
+    error::main(|| {
+        let dev = open_device(&args.device)?;
+        let pd = alloc_pd(&dev)?;
+        let mut mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
+        let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
+        // ANCHOR: new
+        post_recv(&q.qp, &mr, size, 1)?;
+        // ANCHOR_END: new
+        let local = local_dest(&dev, &q.qp);
+        exchange_dest(&args, &local, |remote| {
+            modify_qp_rtr(&q.qp, &dev, remote, args.mtu.to_ibv(), args.sl)?;
+            modify_qp_rts(&q.qp, local.psn)
+        })?;
+        // ANCHOR: new_send
+        send_each_way(&args.role(), &q.qp, &q.cq, &mut mr, size, q.send_flags, args.timeout())?;
+        // ANCHOR_END: new_send
+        Ok(())
+    })
+}
+// ANCHOR_END: main

@@ -1,0 +1,49 @@
+//! Step 08: the whole ping-pong — `ibv_rc_pingpong` itself, with its output lines.
+//!
+//! New: stage 08, [`rdma_dissect::stages::poll_cq`]: `rx_depth` receives and (with `-e`)
+//! an armed CQ before the exchange, then the timed loop and rc_pingpong's statistics.
+
+use clap::Parser;
+use rdma_dissect::cli::{self, PingpongArgs};
+use rdma_dissect::error;
+use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
+use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
+use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
+use rdma_dissect::stages::poll_cq::{pingpong, prepare, print_stats, PingpongOptions};
+use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
+use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
+
+/// Step 08 of ibv_rc_pingpong: the full ping-pong loop, timed.
+#[derive(Parser)]
+#[command(after_help = cli::two_terminals_help("08_poll_cq"))]
+struct Cli {
+    #[command(flatten)]
+    args: PingpongArgs,
+}
+
+// ANCHOR: main
+fn main() -> std::process::ExitCode {
+    let Cli { args } = Cli::parse();
+    let size = args.buffer.size;
+    let opts = PingpongOptions { size, rx_depth: args.queue.rx_depth, iters: args.iters, chk: args.chk };
+    error::main(|| {
+        let dev = open_device(&args.device)?;
+        let pd = alloc_pd(&dev)?;
+        let mut mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
+        let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
+        // ANCHOR: new
+        prepare(&q, &mr, opts)?;
+        // ANCHOR_END: new
+        let local = local_dest(&dev, &q.qp);
+        exchange_dest(&args, &local, |remote| {
+            modify_qp_rtr(&q.qp, &dev, remote, args.mtu.to_ibv(), args.sl)?;
+            modify_qp_rts(&q.qp, local.psn)
+        })?;
+        // ANCHOR: new_loop
+        let stats = pingpong(&args.role(), &q, &mut mr, opts)?;
+        print_stats(&stats);
+        // ANCHOR_END: new_loop
+        Ok(())
+    })
+}
+// ANCHOR_END: main

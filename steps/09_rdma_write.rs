@@ -1,0 +1,78 @@
+//! Step 09: one-sided RDMA WRITE into the peer's buffer, announced by WRITE WITH IMMEDIATE.
+//!
+//! New: stage 09, [`rdma_dissect::stages::rdma_write`]. The client writes, the server is
+//! written to. The address message carries the server buffer's rkey and address in
+//! addition to rc_pingpong's fields, so both sides must run this step (not the C tool).
+
+use clap::Parser;
+use rdma_dissect::cli::{self, PingpongArgs, Role};
+use rdma_dissect::error;
+use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
+use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
+use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
+use rdma_dissect::stages::rdma_write::{
+    await_notice_and_verify, bandwidth, local_rdma_dest, post_notice_recv, write_and_notify, TX_DEPTH,
+};
+use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
+use rdma_dissect::verbs::{ibv_access_flags, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE};
+
+/// Step 09: RDMA WRITE into the server's memory (rkey and address travel in an extended
+/// 78-byte address message: run 09 on both sides).
+#[derive(Parser)]
+#[command(after_help = cli::two_terminals_help("09_rdma_write"))]
+struct Cli {
+    #[command(flatten)]
+    args: PingpongArgs,
+    /// Bandwidth mode (client): -n writes of -s bytes, up to 128 in flight, reported in
+    /// MiB/s like ib_write_bw
+    #[arg(long)]
+    bw: bool,
+}
+
+// ANCHOR: main
+fn main() -> std::process::ExitCode {
+    let Cli { args, bw } = Cli::parse();
+    let size = args.buffer.size;
+    let role = args.role();
+    error::main(|| {
+        // ANCHOR: new_access
+        // Only the target's memory is written from afar: only it grants remote write, on
+        // its MR (the rkey) and on its QP.
+        let remote_write = match role {
+            Role::Server => IBV_ACCESS_REMOTE_WRITE,
+            Role::Client { .. } => ibv_access_flags(0),
+        };
+        // ANCHOR_END: new_access
+        let dev = open_device(&args.device)?;
+        let pd = alloc_pd(&dev)?;
+        let mut mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE | remote_write)?;
+        let q = create_qp(&dev, &pd, QpOptions {
+            rx_depth: 1,
+            tx_depth: TX_DEPTH,
+            size,
+            use_event: false,
+            access: remote_write,
+        })?;
+        // ANCHOR: new
+        if role == Role::Server {
+            post_notice_recv(&q.qp, &mr)?;
+        }
+        let local = local_rdma_dest(&dev, &q.qp, &mr);
+        let remote = exchange_dest(&args, &local, |remote| {
+            modify_qp_rtr(&q.qp, &dev, &remote.dest, args.mtu.to_ibv(), args.sl)?;
+            modify_qp_rts(&q.qp, local.dest.psn)
+        })?;
+        match role {
+            Role::Client { .. } if bw => {
+                bandwidth(&q.qp, &q.cq, &mut mr, size, args.iters, &remote, q.send_flags)?
+            }
+            Role::Client { .. } => {
+                write_and_notify(&q.qp, &q.cq, &mut mr, size, &remote, q.send_flags, args.timeout())?
+            }
+            Role::Server => await_notice_and_verify(&q.cq, &mr, size, args.timeout())?,
+        }
+        // ANCHOR_END: new
+        Ok(())
+    })
+}
+// ANCHOR_END: main
