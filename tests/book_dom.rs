@@ -1,1 +1,192 @@
-//! Headless Chromium reads the rendered book (filled in below).
+//! The built book, opened in a real browser: Debian's headless Chromium renders one step
+//! chapter and we read its DOM. It must show the chapter's title, the stage's code (an
+//! included Rust block, highlighted by the page's scripts) and the step's trace (included
+//! from the snapshot file), so a reader of `mdbook serve book` sees what the tests see.
+//!
+//! Host-only (`--features lab-host`): it needs `mdbook` (book/install-tools) and `chromium`
+//! (`book/install-tools --with-chromium`, i.e. `apt-get install chromium`), and fails loudly
+//! without them.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The chapter we open, and the snapshot and stage file its "Run it" and code come from.
+const CHAPTER: &str = "05_modify_qp_rtr";
+const TITLE: &str = "05 Exchange addresses, move to RTR";
+const STAGE_FILE: &str = "src/stages/modify_qp_rtr.rs";
+const SNAPSHOT: &str = "tests/snapshots/steps__05_modify_qp_rtr-server.snap";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn find_tool(name: &str, hint: &str) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join(".cargo/bin"));
+    }
+    dirs.into_iter()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("`{name}` not found on PATH: {hint}"))
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("book-dom")
+        .join(format!("{tag}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `cmd` to completion or kills it after `limit`; returns stdout.
+fn run_with_timeout(cmd: &mut Command, limit: Duration) -> (bool, String, String) {
+    let out_path = temp_dir("stdout").join("out");
+    let err_path = out_path.with_file_name("err");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out_path).unwrap())
+        .stderr(fs::File::create(&err_path).unwrap())
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    let ok = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.success();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish in {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (ok, fs::read_to_string(&out_path).unwrap_or_default(), fs::read_to_string(&err_path).unwrap_or_default())
+}
+
+/// Text content of an HTML fragment: tags removed, the common entities decoded.
+fn text_of(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&nbsp;", "\u{a0}")
+        .replace("&amp;", "&")
+}
+
+/// The `<code class="…lang…">…</code>` elements of the DOM, as (class, text).
+fn code_blocks(dom: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut rest = dom;
+    while let Some(i) = rest.find("<code") {
+        let tag_end = rest[i..].find('>').map(|e| i + e).unwrap();
+        let tag = &rest[i..tag_end];
+        let class = tag
+            .split_once("class=\"")
+            .map(|(_, c)| c.split('"').next().unwrap().to_string())
+            .unwrap_or_default();
+        let close = rest[tag_end..].find("</code>").map(|e| tag_end + e).unwrap();
+        blocks.push((class, text_of(&rest[tag_end + 1..close])));
+        rest = &rest[close..];
+    }
+    blocks
+}
+
+fn first_content_line(lines: impl Iterator<Item = String>) -> String {
+    lines
+        .map(|l| l.trim().to_string())
+        .find(|l| l.len() > 8)
+        .expect("a non-trivial line")
+}
+
+#[test]
+fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
+    let mdbook = find_tool("mdbook", "run book/install-tools");
+    let chromium = find_tool("chromium", "run book/install-tools --with-chromium (apt-get install chromium)");
+
+    let html = temp_dir("html");
+    let (ok, out, err) = run_with_timeout(
+        Command::new(&mdbook).arg("build").arg(root().join("book")).arg("-d").arg(&html),
+        Duration::from_secs(120),
+    );
+    assert!(ok, "mdbook build failed:\n{out}{err}");
+    let page = html.join(format!("{CHAPTER}.html"));
+    assert!(page.is_file(), "{} not built", page.display());
+
+    let profile = temp_dir("chromium-profile");
+    let (ok, dom, err) = run_with_timeout(
+        Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("--dump-dom")
+            .arg(format!("file://{}", page.display())),
+        Duration::from_secs(120),
+    );
+    let _ = fs::remove_dir_all(&profile);
+    assert!(ok && dom.contains("</html>"), "chromium --dump-dom failed:\n{err}");
+
+    // The title, in <title> and as the chapter's heading.
+    let title = dom.split_once("<title>").and_then(|(_, t)| t.split_once("</title>")).map(|(t, _)| text_of(t));
+    assert!(
+        title.as_deref().is_some_and(|t| t.starts_with(TITLE)),
+        "<title> is {title:?}, expected it to start with {TITLE:?}"
+    );
+    assert!(text_of(&dom).contains(TITLE), "the heading {TITLE:?} is not on the page");
+
+    let blocks = code_blocks(&dom);
+
+    // An included code block: the stage's first line of code, in a Rust block that
+    // highlight.js has processed (the page's scripts ran).
+    let stage_src = fs::read_to_string(root().join(STAGE_FILE)).expect("stage file");
+    let stage_body = stage_src
+        .lines()
+        .skip_while(|l| !l.contains("ANCHOR: stage"))
+        .skip(1)
+        .filter(|l| !l.contains("ANCHOR"))
+        .map(str::to_string);
+    let code_line = first_content_line(stage_body);
+    assert!(
+        blocks.iter().any(|(class, text)| class.contains("language-rust") && text.contains(&code_line)),
+        "no rendered Rust block contains the stage's line {code_line:?}; code blocks: {:?}",
+        blocks.iter().map(|(c, t)| (c, t.chars().take(60).collect::<String>())).collect::<Vec<_>>()
+    );
+    assert!(
+        blocks.iter().any(|(class, _)| class.contains("language-rust") && class.contains("hljs")),
+        "the Rust blocks were not highlighted: did the page's JavaScript run?"
+    );
+
+    // An included trace: the snapshot's first line of output, in a console block.
+    let snap = fs::read_to_string(root().join(SNAPSHOT)).expect("snapshot file");
+    let after_header = snap.lines().skip(1).skip_while(|l| *l != "---").skip(1).map(str::to_string);
+    let trace_line = first_content_line(after_header);
+    assert!(
+        blocks.iter().any(|(class, text)| class.contains("language-console") && text.contains(&trace_line)),
+        "no rendered console block contains the trace line {trace_line:?}"
+    );
+    // And not insta's header.
+    assert!(!text_of(&dom).contains("expression:"), "the snapshot's YAML header leaked into the page");
+}
