@@ -373,7 +373,6 @@ fn generated_diffs_are_current() {
         fs::read_dir(d)
             .map(|rd| {
                 rd.map(|e| e.unwrap().path())
-                    .filter(|p| p.extension().is_some_and(|e| e == "diff"))
                     .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), read(&p)))
                     .collect()
             })
@@ -389,7 +388,12 @@ fn generated_diffs_are_current() {
     for (name, text) in &fresh {
         assert!(committed[name] == *text, "book/src/generated/{name} is out of date: run book/gen-diffs");
     }
-    // Every step after the first shows its diff.
+    // The first step shows its whole file, every later one its diff.
+    let first = &bins()[0];
+    assert!(
+        read(&book_src().join(format!("{first}.md"))).contains(&format!("{{{{#include generated/{first}.rs}}}}")),
+        "{first}.md does not include generated/{first}.rs"
+    );
     for bin in bins().iter().skip(1) {
         let chapter = read(&book_src().join(format!("{bin}.md")));
         assert!(
