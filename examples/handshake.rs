@@ -71,7 +71,7 @@ fn main() -> std::io::Result<()> {
         let done = cq.poll(&mut wc)?;
         if let Some(c) = done.first() {
             match c.error() {
-                None => println!("completion wr_id={} ok, buffer starts {:?}", c.wr_id(), &mr[..5]),
+                None => println!("completion wr_id={} ok, buffer starts {:?}", c.wr_id(), String::from_utf8_lossy(&mr[..5])),
                 Some((status, vendor)) => println!("completion failed: status {status} vendor {vendor:#x}"),
             }
             break;
