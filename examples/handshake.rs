@@ -26,7 +26,10 @@ fn main() -> std::io::Result<()> {
     // ANCHOR: setup
     // 01..04 in five lines: open the first device, PD, one CQ, an RC QP (still in RESET).
     let devices = ibverbs::devices()?; // ibv_get_device_list
-    let device = devices.iter().next().expect("no RDMA device (see the book: Getting a device)");
+    let device = devices
+        .iter()
+        .next()
+        .expect("no RDMA device (see the book: Getting a device)");
     let ctx = device.open()?; // ibv_open_device + ibv_query_port(1) + the whole GID table
     let pd = ctx.alloc_pd()?; // ibv_alloc_pd
     let cq = ctx.create_cq(16, 0)?; // ibv_create_cq, no completion channel
@@ -35,7 +38,7 @@ fn main() -> std::io::Result<()> {
         builder.set_gid_index(index); // needed on RoCE: the GRH carries the GID
     }
     let prepared = builder.build()?; // ibv_create_qp; no ibv_modify_qp yet
-    // ANCHOR_END: setup
+                                     // ANCHOR_END: setup
 
     // ANCHOR: exchange
     // 05's TCP exchange, done by hand: the crate gives you an endpoint, not a transport.
@@ -71,8 +74,14 @@ fn main() -> std::io::Result<()> {
         let done = cq.poll(&mut wc)?;
         if let Some(c) = done.first() {
             match c.error() {
-                None => println!("completion wr_id={} ok, buffer starts {:?}", c.wr_id(), String::from_utf8_lossy(&mr[..5])),
-                Some((status, vendor)) => println!("completion failed: status {status} vendor {vendor:#x}"),
+                None => println!(
+                    "completion wr_id={} ok, buffer starts {:?}",
+                    c.wr_id(),
+                    String::from_utf8_lossy(&mr[..5])
+                ),
+                Some((status, vendor)) => {
+                    println!("completion failed: status {status} vendor {vendor:#x}")
+                }
             }
             break;
         }
@@ -99,7 +108,12 @@ fn swap_endpoints(
     let num = u32::from_str_radix(field()?, 16).map_err(|_| bad())?;
     let gid = u128::from_str_radix(field()?, 16).map_err(|_| bad())?;
     // The same rule as rc_pingpong: a zero GID means "no GRH".
-    let gid = (gid != 0).then(|| ibverbs_sys::ibv_gid { raw: gid.to_be_bytes() }.into());
+    let gid = (gid != 0).then(|| {
+        ibverbs_sys::ibv_gid {
+            raw: gid.to_be_bytes(),
+        }
+        .into()
+    });
     Ok(ibverbs::QueuePairEndpoint { num, lid, gid })
 }
 

@@ -40,7 +40,11 @@ fn read(path: &Path) -> String {
 /// The mdbook binary, or a loud failure that says how to get it.
 fn mdbook() -> PathBuf {
     let candidates = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("mdbook")).collect::<Vec<_>>())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("mdbook"))
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default()
         .into_iter()
         .chain(std::env::var_os("CARGO_HOME").map(|h| PathBuf::from(h).join("bin/mdbook")))
@@ -93,9 +97,15 @@ fn built_book() -> &'static Path {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(out.status.success(), "mdbook build book failed:\n{log}");
-        let bad: Vec<&str> =
-            log.lines().filter(|l| l.contains("ERROR") || l.contains("WARN")).collect();
-        assert!(bad.is_empty(), "mdbook build book logged problems:\n{}", bad.join("\n"));
+        let bad: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("ERROR") || l.contains("WARN"))
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "mdbook build book logged problems:\n{}",
+            bad.join("\n")
+        );
         dest
     })
 }
@@ -109,7 +119,11 @@ fn bins() -> Vec<String> {
         if line.starts_with('[') {
             in_bin = line == "[[bin]]";
         } else if in_bin {
-            if let Some(v) = line.strip_prefix("name").map(str::trim).and_then(|v| v.strip_prefix('=')) {
+            if let Some(v) = line
+                .strip_prefix("name")
+                .map(str::trim)
+                .and_then(|v| v.strip_prefix('='))
+            {
                 bins.push(v.trim().trim_matches('"').to_string());
             }
         }
@@ -146,9 +160,9 @@ fn includes_in(chapter: &Path) -> Vec<Include> {
         let mut rest = line;
         while let Some(start) = rest.find("{{#") {
             let after = &rest[start + 3..];
-            let end = after.find("}}").unwrap_or_else(|| {
-                panic!("{}:{}: unterminated {{{{#", chapter.display(), n + 1)
-            });
+            let end = after
+                .find("}}")
+                .unwrap_or_else(|| panic!("{}:{}: unterminated {{{{#", chapter.display(), n + 1));
             let body = after[..end].trim();
             rest = &after[end + 2..];
             let (kind, arg) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
@@ -169,13 +183,17 @@ fn includes_in(chapter: &Path) -> Vec<Include> {
 }
 
 fn all_includes() -> Vec<Include> {
-    markdown_files().iter().flat_map(|p| includes_in(p)).collect()
+    markdown_files()
+        .iter()
+        .flat_map(|p| includes_in(p))
+        .collect()
 }
 
 /// The lines between `ANCHOR: name` and `ANCHOR_END: name`, without nested anchor lines.
 fn anchor_body(text: &str, name: &str) -> Option<Vec<String>> {
     let is_marker = |l: &str, kind: &str| {
-        l.split_once(kind).is_some_and(|(_, n)| n.trim().trim_end_matches("-->").trim() == name)
+        l.split_once(kind)
+            .is_some_and(|(_, n)| n.trim().trim_end_matches("-->").trim() == name)
     };
     let mut lines = text.lines();
     lines.by_ref().find(|l| is_marker(l, "ANCHOR:"))?;
@@ -192,7 +210,13 @@ fn anchor_body(text: &str, name: &str) -> Option<Vec<String>> {
 }
 
 fn parse_range(selector: &str) -> Option<(Option<usize>, Option<usize>)> {
-    let num = |s: &str| if s.is_empty() { Ok(None) } else { s.parse::<usize>().map(Some) };
+    let num = |s: &str| {
+        if s.is_empty() {
+            Ok(None)
+        } else {
+            s.parse::<usize>().map(Some)
+        }
+    };
     match selector.split_once(':') {
         Some((a, b)) => Some((num(a).ok()?, num(b).ok()?)),
         None => Some((Some(num(selector).ok()??), Some(num(selector).ok()??))),
@@ -200,7 +224,14 @@ fn parse_range(selector: &str) -> Option<(Option<usize>, Option<usize>)> {
 }
 
 fn where_(inc: &Include) -> String {
-    format!("{}:{}", inc.chapter.strip_prefix(root()).unwrap_or(&inc.chapter).display(), inc.line)
+    format!(
+        "{}:{}",
+        inc.chapter
+            .strip_prefix(root())
+            .unwrap_or(&inc.chapter)
+            .display(),
+        inc.line
+    )
 }
 
 #[test]
@@ -208,18 +239,28 @@ fn book_builds() {
     let dir = built_book();
     assert!(dir.join("index.html").is_file());
     for bin in bins() {
-        assert!(dir.join(format!("{bin}.html")).is_file(), "no {bin}.html in the built book");
+        assert!(
+            dir.join(format!("{bin}.html")).is_file(),
+            "no {bin}.html in the built book"
+        );
     }
 }
 
 #[test]
 fn every_include_and_anchor_resolves_to_something() {
     let includes = all_includes();
-    assert!(includes.len() >= 9, "the chapters include almost nothing: {includes:#?}");
+    assert!(
+        includes.len() >= 9,
+        "the chapters include almost nothing: {includes:#?}"
+    );
     let mut problems = Vec::new();
     for inc in &includes {
         let Ok(text) = fs::read_to_string(&inc.file) else {
-            problems.push(format!("{}: no such file {}", where_(inc), inc.file.display()));
+            problems.push(format!(
+                "{}: no such file {}",
+                where_(inc),
+                inc.file.display()
+            ));
             continue;
         };
         let lines: Vec<&str> = text.lines().collect();
@@ -254,10 +295,19 @@ fn every_include_and_anchor_resolves_to_something() {
             }
         };
         if body.iter().all(|l| l.trim().is_empty()) {
-            problems.push(format!("{}: {}:{} includes nothing", where_(inc), inc.file.display(), inc.selector));
+            problems.push(format!(
+                "{}: {}:{} includes nothing",
+                where_(inc),
+                inc.file.display(),
+                inc.selector
+            ));
         }
     }
-    assert!(problems.is_empty(), "includes that resolve to nothing:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "includes that resolve to nothing:\n{}",
+        problems.join("\n")
+    );
 }
 
 const SECTIONS: [&str; 7] = [
@@ -274,7 +324,10 @@ const SECTIONS: [&str; 7] = [
 fn every_step_has_a_chapter_in_the_summary_with_the_template() {
     let summary = read(&book_src().join("SUMMARY.md"));
     for bin in bins() {
-        assert!(summary.contains(&format!("({bin}.md)")), "SUMMARY.md does not list {bin}.md");
+        assert!(
+            summary.contains(&format!("({bin}.md)")),
+            "SUMMARY.md does not list {bin}.md"
+        );
         let chapter = read(&book_src().join(format!("{bin}.md")));
         let mut at = 0;
         for s in SECTIONS {
@@ -286,11 +339,16 @@ fn every_step_has_a_chapter_in_the_summary_with_the_template() {
         // The stage's code and the step's new lines are both quoted.
         let includes = includes_in(&book_src().join(format!("{bin}.md")));
         assert!(
-            includes.iter().any(|i| i.file.starts_with(book_src().join("../../src/stages")) && i.selector == "stage"),
+            includes
+                .iter()
+                .any(|i| i.file.starts_with(book_src().join("../../src/stages"))
+                    && i.selector == "stage"),
             "{bin}.md does not include a src/stages/*.rs:stage anchor"
         );
         assert!(
-            includes.iter().any(|i| i.file.ends_with(format!("steps/{bin}.rs")) && i.selector == "new"),
+            includes
+                .iter()
+                .any(|i| i.file.ends_with(format!("steps/{bin}.rs")) && i.selector == "new"),
             "{bin}.md does not include steps/{bin}.rs:new"
         );
     }
@@ -312,15 +370,23 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
         let chapter_path = book_src().join(format!("{bin}.md"));
         let chapter = read(&chapter_path);
         let start = chapter.find("\n## Run it").expect("Run it section") + 1;
-        let end = chapter[start + 1..].find("\n## ").map_or(chapter.len(), |e| start + 1 + e);
+        let end = chapter[start + 1..]
+            .find("\n## ")
+            .map_or(chapter.len(), |e| start + 1 + e);
         let run_it_lines = chapter[..start].lines().count() + 1..=chapter[..end].lines().count();
-        let incs: Vec<Include> =
-            includes_in(&chapter_path).into_iter().filter(|i| run_it_lines.contains(&i.line)).collect();
+        let incs: Vec<Include> = includes_in(&chapter_path)
+            .into_iter()
+            .filter(|i| run_it_lines.contains(&i.line))
+            .collect();
         assert!(!incs.is_empty(), "{bin}.md: `Run it` includes no trace");
         let mut shown = BTreeSet::new();
         for inc in &incs {
             let file = inc.file.canonicalize().unwrap_or_else(|_| {
-                panic!("{}: {} does not exist (yet?)", where_(inc), inc.file.display())
+                panic!(
+                    "{}: {} does not exist (yet?)",
+                    where_(inc),
+                    inc.file.display()
+                )
             });
             assert!(
                 file.parent() == Some(&snapdir.canonicalize().unwrap())
@@ -355,8 +421,14 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
                     .collect()
             })
             .unwrap_or_default();
-        assert!(!expected.is_empty(), "no snapshot tests/snapshots/steps__{bin}[-server|-client].snap");
-        assert_eq!(shown, expected, "{bin}.md: `Run it` must show exactly the step's snapshots");
+        assert!(
+            !expected.is_empty(),
+            "no snapshot tests/snapshots/steps__{bin}[-server|-client].snap"
+        );
+        assert_eq!(
+            shown, expected,
+            "{bin}.md: `Run it` must show exactly the step's snapshots"
+        );
     }
 }
 
@@ -373,7 +445,12 @@ fn generated_diffs_are_current() {
         fs::read_dir(d)
             .map(|rd| {
                 rd.map(|e| e.unwrap().path())
-                    .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), read(&p)))
+                    .map(|p| {
+                        (
+                            p.file_name().unwrap().to_string_lossy().to_string(),
+                            read(&p),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default()
@@ -386,12 +463,16 @@ fn generated_diffs_are_current() {
         "book/src/generated/ is out of date: run book/gen-diffs"
     );
     for (name, text) in &fresh {
-        assert!(committed[name] == *text, "book/src/generated/{name} is out of date: run book/gen-diffs");
+        assert!(
+            committed[name] == *text,
+            "book/src/generated/{name} is out of date: run book/gen-diffs"
+        );
     }
     // The first step shows its whole file, every later one its diff.
     let first = &bins()[0];
     assert!(
-        read(&book_src().join(format!("{first}.md"))).contains(&format!("{{{{#include generated/{first}.rs}}}}")),
+        read(&book_src().join(format!("{first}.md")))
+            .contains(&format!("{{{{#include generated/{first}.rs}}}}")),
         "{first}.md does not include generated/{first}.rs"
     );
     for bin in bins().iter().skip(1) {
@@ -492,7 +573,10 @@ fn offline_link_check() {
     let dir = built_book();
     let mut files = Vec::new();
     walk(dir, &mut files);
-    let pages: Vec<&PathBuf> = files.iter().filter(|p| p.extension().is_some_and(|e| e == "html")).collect();
+    let pages: Vec<&PathBuf> = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "html"))
+        .collect();
     assert!(pages.len() > 10);
     let mut broken = Vec::new();
     let mut checked = 0;
@@ -506,7 +590,9 @@ fn offline_link_check() {
         for link in html_links(&html) {
             let external = link.contains("://")
                 || link.starts_with("//")
-                || ["mailto:", "data:", "javascript:", "tel:"].iter().any(|s| link.starts_with(s));
+                || ["mailto:", "data:", "javascript:", "tel:"]
+                    .iter()
+                    .any(|s| link.starts_with(s));
             if external || link.is_empty() || link.contains("{{") {
                 continue;
             }
@@ -515,22 +601,42 @@ fn offline_link_check() {
                 None => (link.as_str(), None),
             };
             let path = path.split('?').next().unwrap();
-            let target = if path.is_empty() { page.to_path_buf() } else { page.parent().unwrap().join(path) };
-            let target = if target.is_dir() { target.join("index.html") } else { target };
+            let target = if path.is_empty() {
+                page.to_path_buf()
+            } else {
+                page.parent().unwrap().join(path)
+            };
+            let target = if target.is_dir() {
+                target.join("index.html")
+            } else {
+                target
+            };
             checked += 1;
             if !target.is_file() {
-                broken.push(format!("{}: {link}", page.strip_prefix(dir).unwrap().display()));
+                broken.push(format!(
+                    "{}: {link}",
+                    page.strip_prefix(dir).unwrap().display()
+                ));
                 continue;
             }
             if let Some(f) = fragment.filter(|f| !f.is_empty()) {
-                if target.extension().is_some_and(|e| e == "html") && !html_ids(&read(&target)).contains(f) {
-                    broken.push(format!("{}: {link} (no id `{f}`)", page.strip_prefix(dir).unwrap().display()));
+                if target.extension().is_some_and(|e| e == "html")
+                    && !html_ids(&read(&target)).contains(f)
+                {
+                    broken.push(format!(
+                        "{}: {link} (no id `{f}`)",
+                        page.strip_prefix(dir).unwrap().display()
+                    ));
                 }
             }
         }
     }
     assert!(checked > 100, "the link check saw only {checked} links");
-    assert!(broken.is_empty(), "broken links in the rendered book:\n{}", broken.join("\n"));
+    assert!(
+        broken.is_empty(),
+        "broken links in the rendered book:\n{}",
+        broken.join("\n")
+    );
 }
 
 /// A small well-formedness check, enough for hand-written SVG: one root element, tags
@@ -554,8 +660,12 @@ fn check_xml(text: &str) -> Result<String, String> {
             let end = after.find(';').ok_or(format!("bare & near byte {at}"))?;
             let ent = &after[..end];
             let ok = ["amp", "lt", "gt", "quot", "apos"].contains(&ent)
-                || ent.strip_prefix("#x").is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
-                || ent.strip_prefix('#').is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()));
+                || ent
+                    .strip_prefix("#x")
+                    .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
+                || ent
+                    .strip_prefix('#')
+                    .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()));
             if !ok {
                 return Err(format!("unknown entity &{ent}; near byte {at}"));
             }
@@ -586,7 +696,9 @@ fn check_xml(text: &str) -> Result<String, String> {
         } else if rest.starts_with("<![CDATA[") {
             i += rest.find("]]>").ok_or("unclosed CDATA")? + 3;
         } else if rest.starts_with("<!") {
-            return Err(format!("DOCTYPE/declaration at byte {i}: not expected in an SVG"));
+            return Err(format!(
+                "DOCTYPE/declaration at byte {i}: not expected in an SVG"
+            ));
         } else if rest.starts_with("</") {
             let (name, j) = name_at(i + 2);
             let close = text[j..].find('>').ok_or("unclosed end tag")?;
@@ -635,13 +747,19 @@ fn check_xml(text: &str) -> Result<String, String> {
                     return Err(format!("bad attribute in <{name}> at byte {j}"));
                 }
                 if !attrs.insert(attr.clone()) {
-                    return Err(format!("duplicate attribute {attr} in <{name}> at byte {j}"));
+                    return Err(format!(
+                        "duplicate attribute {attr} in <{name}> at byte {j}"
+                    ));
                 }
                 let q = b[k + 1];
                 if q != b'"' && q != b'\'' {
                     return Err(format!("unquoted attribute {attr} in <{name}> at byte {j}"));
                 }
-                let vend = text[k + 2..].find(q as char).ok_or("unclosed attribute value")? + k + 2;
+                let vend = text[k + 2..]
+                    .find(q as char)
+                    .ok_or("unclosed attribute value")?
+                    + k
+                    + 2;
                 let value = &text[k + 2..vend];
                 if value.contains('<') {
                     return Err(format!("`<` in attribute {attr} at byte {j}"));
@@ -660,7 +778,10 @@ fn check_xml(text: &str) -> Result<String, String> {
 
 #[test]
 fn xml_checker_rejects_what_it_should() {
-    assert_eq!(check_xml("<?xml version=\"1.0\"?>\n<svg a=\"1\"><g/><!-- c --></svg>\n"), Ok("svg".into()));
+    assert_eq!(
+        check_xml("<?xml version=\"1.0\"?>\n<svg a=\"1\"><g/><!-- c --></svg>\n"),
+        Ok("svg".into())
+    );
     for bad in [
         "<svg><g></svg>",
         "<svg a=1></svg>",
@@ -687,15 +808,34 @@ fn diagrams_are_well_formed_svg_and_all_used() {
         }
         n += 1;
         let text = read(&p);
-        let root_el = check_xml(&text).unwrap_or_else(|e| panic!("{}: not well-formed XML: {e}", p.display()));
+        let root_el = check_xml(&text)
+            .unwrap_or_else(|e| panic!("{}: not well-formed XML: {e}", p.display()));
         assert_eq!(root_el, "svg", "{}: root element", p.display());
-        assert!(text.contains("xmlns=\"http://www.w3.org/2000/svg\""), "{}: no SVG namespace", p.display());
-        assert!(text.contains("viewBox=\""), "{}: no viewBox (it will not scale)", p.display());
-        assert!(text.contains("<title"), "{}: no <title> (accessibility)", p.display());
+        assert!(
+            text.contains("xmlns=\"http://www.w3.org/2000/svg\""),
+            "{}: no SVG namespace",
+            p.display()
+        );
+        assert!(
+            text.contains("viewBox=\""),
+            "{}: no viewBox (it will not scale)",
+            p.display()
+        );
+        assert!(
+            text.contains("<title"),
+            "{}: no <title> (accessibility)",
+            p.display()
+        );
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        assert!(all_md.contains(&format!("diagrams/{name}")), "diagram {name} is not used by any chapter");
+        assert!(
+            all_md.contains(&format!("diagrams/{name}")),
+            "diagram {name} is not used by any chapter"
+        );
     }
-    assert!(n >= 4, "expected the four diagrams (objects, QP states, exchange, pipeline)");
+    assert!(
+        n >= 4,
+        "expected the four diagrams (objects, QP states, exchange, pipeline)"
+    );
 }
 
 #[test]
@@ -706,10 +846,16 @@ fn lab_commands_the_book_mentions_exist() {
         while let Some(i) = rest.find("lab/") {
             let before_ok = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric();
             let after = &rest[i + 4..];
-            let end = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')).unwrap_or(after.len());
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+                .unwrap_or(after.len());
             let name = after[..end].trim_end_matches('.');
             if before_ok && !name.is_empty() {
-                assert!(root().join("lab").join(name).exists(), "{} mentions lab/{name}, which does not exist", md.display());
+                assert!(
+                    root().join("lab").join(name).exists(),
+                    "{} mentions lab/{name}, which does not exist",
+                    md.display()
+                );
             }
             rest = &after[end..];
         }
@@ -731,14 +877,21 @@ fn flag_reference_agrees_with_cli_rs() {
         }
         let ours = cells[3];
         // Flags are the `code` spans: the odd pieces of a split on backticks.
-        let Some(long) = ours.split('`').skip(1).step_by(2).find_map(|f| f.strip_prefix("--")) else {
+        let Some(long) = ours
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .find_map(|f| f.strip_prefix("--"))
+        else {
             continue;
         };
         rows += 1;
         let decl = cli
             .lines()
             .find(|l| l.contains(&format!("long = \"{long}\"")))
-            .unwrap_or_else(|| panic!("flags.md lists --{long}, src/cli.rs has no `long = \"{long}\"`"));
+            .unwrap_or_else(|| {
+                panic!("flags.md lists --{long}, src/cli.rs has no `long = \"{long}\"`")
+            });
         let default = cells[4].trim_matches('`');
         if default.chars().all(|c| c.is_ascii_digit()) && !default.is_empty() {
             assert!(
@@ -747,5 +900,8 @@ fn flag_reference_agrees_with_cli_rs() {
             );
         }
     }
-    assert!(rows >= 10, "flags.md: expected a row per flag, found {rows}");
+    assert!(
+        rows >= 10,
+        "flags.md: expected a row per flag, found {rows}"
+    );
 }

@@ -66,7 +66,11 @@ fn run_with_timeout(cmd: &mut Command, limit: Duration) -> (bool, String, String
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    (ok, fs::read_to_string(&out_path).unwrap_or_default(), fs::read_to_string(&err_path).unwrap_or_default())
+    (
+        ok,
+        fs::read_to_string(&out_path).unwrap_or_default(),
+        fs::read_to_string(&err_path).unwrap_or_default(),
+    )
 }
 
 /// Text content of an HTML fragment: tags removed, the common entities decoded.
@@ -100,7 +104,10 @@ fn code_blocks(dom: &str) -> Vec<(String, String)> {
             .split_once("class=\"")
             .map(|(_, c)| c.split('"').next().unwrap().to_string())
             .unwrap_or_default();
-        let close = rest[tag_end..].find("</code>").map(|e| tag_end + e).unwrap();
+        let close = rest[tag_end..]
+            .find("</code>")
+            .map(|e| tag_end + e)
+            .unwrap();
         blocks.push((class, text_of(&rest[tag_end + 1..close])));
         rest = &rest[close..];
     }
@@ -117,11 +124,18 @@ fn first_content_line(lines: impl Iterator<Item = String>) -> String {
 #[test]
 fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
     let mdbook = find_tool("mdbook", "run book/install-tools");
-    let chromium = find_tool("chromium", "run book/install-tools --with-chromium (apt-get install chromium)");
+    let chromium = find_tool(
+        "chromium",
+        "run book/install-tools --with-chromium (apt-get install chromium)",
+    );
 
     let html = temp_dir("html");
     let (ok, out, err) = run_with_timeout(
-        Command::new(&mdbook).arg("build").arg(root().join("book")).arg("-d").arg(&html),
+        Command::new(&mdbook)
+            .arg("build")
+            .arg(root().join("book"))
+            .arg("-d")
+            .arg(&html),
         Duration::from_secs(120),
     );
     assert!(ok, "mdbook build failed:\n{out}{err}");
@@ -147,15 +161,24 @@ fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
         Duration::from_secs(120),
     );
     let _ = fs::remove_dir_all(&profile);
-    assert!(ok && dom.contains("</html>"), "chromium --dump-dom failed:\n{err}");
+    assert!(
+        ok && dom.contains("</html>"),
+        "chromium --dump-dom failed:\n{err}"
+    );
 
     // The title, in <title> and as the chapter's heading.
-    let title = dom.split_once("<title>").and_then(|(_, t)| t.split_once("</title>")).map(|(t, _)| text_of(t));
+    let title = dom
+        .split_once("<title>")
+        .and_then(|(_, t)| t.split_once("</title>"))
+        .map(|(t, _)| text_of(t));
     assert!(
         title.as_deref().is_some_and(|t| t.starts_with(TITLE)),
         "<title> is {title:?}, expected it to start with {TITLE:?}"
     );
-    assert!(text_of(&dom).contains(TITLE), "the heading {TITLE:?} is not on the page");
+    assert!(
+        text_of(&dom).contains(TITLE),
+        "the heading {TITLE:?} is not on the page"
+    );
 
     let blocks = code_blocks(&dom);
 
@@ -170,23 +193,40 @@ fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
         .map(str::to_string);
     let code_line = first_content_line(stage_body);
     assert!(
-        blocks.iter().any(|(class, text)| class.contains("language-rust") && text.contains(&code_line)),
+        blocks
+            .iter()
+            .any(|(class, text)| class.contains("language-rust") && text.contains(&code_line)),
         "no rendered Rust block contains the stage's line {code_line:?}; code blocks: {:?}",
-        blocks.iter().map(|(c, t)| (c, t.chars().take(60).collect::<String>())).collect::<Vec<_>>()
+        blocks
+            .iter()
+            .map(|(c, t)| (c, t.chars().take(60).collect::<String>()))
+            .collect::<Vec<_>>()
     );
     assert!(
-        blocks.iter().any(|(class, _)| class.contains("language-rust") && class.contains("hljs")),
+        blocks
+            .iter()
+            .any(|(class, _)| class.contains("language-rust") && class.contains("hljs")),
         "the Rust blocks were not highlighted: did the page's JavaScript run?"
     );
 
     // An included trace: the snapshot's first line of output, in a console block.
     let snap = fs::read_to_string(root().join(SNAPSHOT)).expect("snapshot file");
-    let after_header = snap.lines().skip(1).skip_while(|l| *l != "---").skip(1).map(str::to_string);
+    let after_header = snap
+        .lines()
+        .skip(1)
+        .skip_while(|l| *l != "---")
+        .skip(1)
+        .map(str::to_string);
     let trace_line = first_content_line(after_header);
     assert!(
-        blocks.iter().any(|(class, text)| class.contains("language-console") && text.contains(&trace_line)),
+        blocks
+            .iter()
+            .any(|(class, text)| class.contains("language-console") && text.contains(&trace_line)),
         "no rendered console block contains the trace line {trace_line:?}"
     );
     // And not insta's header.
-    assert!(!text_of(&dom).contains("expression:"), "the snapshot's YAML header leaked into the page");
+    assert!(
+        !text_of(&dom).contains("expression:"),
+        "the snapshot's YAML header leaked into the page"
+    );
 }
