@@ -24,7 +24,7 @@ fn main() -> std::io::Result<()> {
     let (gid_index, host) = parse_args();
 
     // ANCHOR: setup
-    // 01..04 in five lines: open the first device, PD, one CQ, an RC QP (still in RESET).
+    // 01–04: open the first device, a PD, one CQ, an RC QP (still in RESET).
     let devices = ibverbs::devices()?; // ibv_get_device_list
     let device = devices
         .iter()
@@ -37,8 +37,9 @@ fn main() -> std::io::Result<()> {
     if let Some(index) = gid_index {
         builder.set_gid_index(index); // needed on RoCE: the GRH carries the GID
     }
-    let prepared = builder.build()?; // ibv_create_qp; no ibv_modify_qp yet
-                                     // ANCHOR_END: setup
+    // ibv_create_qp; no ibv_modify_qp yet
+    let prepared = builder.build()?;
+    // ANCHOR_END: setup
 
     // ANCHOR: exchange
     // 05's TCP exchange, done by hand: the crate gives you an endpoint, not a transport.
