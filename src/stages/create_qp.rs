@@ -99,7 +99,7 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
     }
     trace::event("ibv_query_qp")
         .kv("cap.max_inline_data", cap.max_inline_data)
-        .kv("send_flags", trace::send_flag_names(send_flags.0))
+        .kv("send_flags", trace::SendFlags(send_flags.0))
         .emit();
 
     // ANCHOR: init

@@ -111,7 +111,11 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
     for index in 0..port_attr.gid_tbl_len {
         if let Ok(gid) = ctx.query_gid(args.ib_port, index) {
             if gid != [0; 16] {
-                trace::event("ibv_query_gid").kv("index", index).kv("gid", Gid(gid)).emit();
+                let mut line = trace::event("ibv_query_gid").kv("index", index).kv("gid", Gid(gid));
+                if args.gid_idx == Some(index) {
+                    line = line.word("(-g)");
+                }
+                line.emit();
             }
         }
     }

@@ -68,7 +68,7 @@ pub fn post_send(qp: &Qp, mr: &Mr, size: u32, send_flags: ibv_send_flags) -> Res
         .kv("sge.addr", Hex64(list.addr))
         .kv("sge.length", list.length)
         .kv("sge.lkey", Key(list.lkey))
-        .kv("send_flags", trace::send_flag_names(wr.send_flags))
+        .kv("send_flags", trace::SendFlags(wr.send_flags))
         .emit();
     Ok(())
 }
