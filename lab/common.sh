@@ -5,15 +5,12 @@
 # What the lab VM and the project need from Debian. The guest runs the host's own
 # binaries (its root filesystem is the host's), so the RDMA userspace — libibverbs, the
 # rxe provider, the C tools we compare against — is installed on the host.
-LAB_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils iproute2
+LAB_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 tshark
     rdma-core ibverbs-utils ibverbs-providers libibverbs-dev perftest)
 LAB_CACHE=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdma-dissect/lab}
 
-# -nodefaults and a NIC on a hub with nothing else attached: no slirp, no tap, so no
-# guest packet can leave the VM. rxe traffic to the guest's own address never touches
-# even that wire.
-LAB_QEMU_BASE=(-M pc -nodefaults -no-user-config -display none -no-reboot -monitor none
-    -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,romfile=)
+# -nodefaults: no device but those lab/run adds (its NIC never has a path off the VM).
+LAB_QEMU_BASE=(-M pc -nodefaults -no-user-config -display none -no-reboot -monitor none)
 
 # Each of these saves boot time under TCG, where the guest kernel runs ~10x slower than
 # native: no crypto self-tests, no Spectre mitigations to patch in, no i8042/PNP probing,

@@ -122,3 +122,21 @@ fn tempdir() -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[test]
+fn two_hosts_are_joined_by_a_wire_with_labelled_output_and_the_first_failure() {
+    // h2 fails first (3), h1 later (5): the first failure is the status. Each host reaches
+    // the other over the wire between them and has its own MAC.
+    let out = run(&mut lab_run(&[
+        "--hosts",
+        "2",
+        "sleep 3; cat /sys/class/net/eth0/address; exit 5",
+        "busybox ping -c 1 -W 5 192.0.2.1 >/dev/null && echo reached h1; cat /sys/class/net/eth0/address; echo oops >&2; exit 3",
+    ]));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("[h2] reached h1\n"), "{stdout}");
+    assert!(stdout.contains("[h1] 52:54:00:12:34:01\n"), "{stdout}");
+    assert!(stdout.contains("[h2] 52:54:00:12:34:02\n"), "{stdout}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "[h2] oops\n");
+}
