@@ -7,7 +7,8 @@
 //! - every step in Cargo.toml's `[[bin]]` list has a chapter, listed in SUMMARY.md, with the
 //!   template's sections in order;
 //! - every "Run it" section includes only snapshot files (`tests/snapshots/*.snap`), all of
-//!   the step's snapshots, with insta's YAML header cut off exactly;
+//!   the step's snapshots; every snapshot included anywhere has insta's YAML header cut off
+//!   exactly;
 //! - the generated diffs (`book/gen-diffs`) are current;
 //! - every Rust fence is `rust,ignore` (the code is compiled as the crate, not as doctests),
 //!   and `mdbook test book` passes;
@@ -430,6 +431,37 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
             "{bin}.md: `Run it` must show exactly the step's snapshots"
         );
     }
+}
+
+/// Outside "Run it" too (the two-host wire captures of 07 and 09): a snapshot is always
+/// included from the line after its YAML header, so the header never shows and no output
+/// line is lost.
+#[test]
+fn every_snapshot_include_skips_exactly_the_yaml_header() {
+    let mut n = 0;
+    for inc in all_includes()
+        .iter()
+        .filter(|i| i.file.extension().is_some_and(|e| e == "snap"))
+    {
+        let Ok(text) = fs::read_to_string(&inc.file) else {
+            panic!("{}: no such file {}", where_(inc), inc.file.display());
+        };
+        let header = snapshot_header_len(&text)
+            .unwrap_or_else(|| panic!("{}: no insta header", inc.file.display()));
+        assert_eq!(
+            inc.selector,
+            format!("{}:", header + 1),
+            "{}: {} has a {header}-line header: include it with `:{}:`",
+            where_(inc),
+            inc.file.display(),
+            header + 1
+        );
+        n += 1;
+    }
+    assert!(
+        n >= 14,
+        "expected the 14 step snapshots at least, found {n} snapshot includes"
+    );
 }
 
 #[test]
