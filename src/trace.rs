@@ -187,6 +187,23 @@ pub fn state_name(state: ibv_qp_state::Type) -> &'static str {
     }
 }
 
+/// `IBV_WC_SUCCESS`, `IBV_WC_RETRY_EXC_ERR`, ...: a work completion status by its C name
+/// (`ibv_wc_status_str` gives prose, which is harder to look up).
+pub fn wc_status_name(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str {
+    use ibverbs_sys::ibv_wc_status::*;
+    const NAMES: [&str; 22] = [
+        "IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
+        "IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
+        "IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR",
+        "IBV_WC_REM_OP_ERR", "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR",
+        "IBV_WC_LOC_RDD_VIOL_ERR", "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR",
+        "IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",
+        "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR",
+    ];
+    debug_assert_eq!(IBV_WC_GENERAL_ERR, 21);
+    NAMES.get(status as usize).copied().unwrap_or("IBV_WC_(unknown)")
+}
+
 /// `IBV_MTU_1024` for the enum value 3: `ibv_mtu` is an enum, not a byte count.
 pub fn mtu_name(mtu: ibverbs_sys::ibv_mtu) -> String {
     match mtu {
@@ -410,6 +427,8 @@ mod tests {
         assert_eq!(state_name(ibv_qp_state::IBV_QPS_RESET), "RESET");
         assert_eq!(state_name(ibv_qp_state::IBV_QPS_RTS), "RTS");
         assert_eq!(mtu_name(5), "IBV_MTU_4096");
+        assert_eq!(wc_status_name(0), "IBV_WC_SUCCESS");
+        assert_eq!(wc_status_name(12), "IBV_WC_RETRY_EXC_ERR");
         assert_eq!(access_names(0), "0");
         assert_eq!(access_names(3), "IBV_ACCESS_LOCAL_WRITE|IBV_ACCESS_REMOTE_WRITE");
         assert_eq!(SendFlags(2 | 8).to_string(), "IBV_SEND_SIGNALED|IBV_SEND_INLINE");

@@ -278,6 +278,54 @@ impl Context {
     }
 }
 
+/// One entry of a port's GID table, as `ibv_query_gid_table` reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct GidEntry {
+    /// The index `-g` selects.
+    pub index: u32,
+    /// The port it belongs to.
+    pub port: u32,
+    /// The GID itself.
+    pub gid: [u8; 16],
+    /// `IBV_GID_TYPE_IB`, `_ROCE_V1` (Ethernet frames) or `_ROCE_V2` (UDP/IP packets).
+    pub gid_type: u32,
+}
+
+impl Context {
+    /// `ibv_query_gid_table`: every valid GID of every port, in one call.
+    ///
+    /// rc_pingpong only queries the one entry `-g` names ([`Context::query_gid`]); listing
+    /// the table that way would take one call per slot (rxe has 1024, nearly all empty).
+    pub fn query_gid_table(&self, max_entries: usize) -> Result<Vec<GidEntry>> {
+        let mut entries: Vec<ffi::ibv_gid_entry> = vec![ffi::ibv_gid_entry::default(); max_entries];
+        // ibv_query_gid_table is a static inline that passes the struct size to this symbol.
+        // SAFETY: raw is an open context; `entries` has room for max_entries entries of the
+        // size we pass.
+        let n = unsafe {
+            ffi::_ibv_query_gid_table(
+                self.raw.as_ptr(),
+                entries.as_mut_ptr(),
+                max_entries,
+                0,
+                std::mem::size_of::<ffi::ibv_gid_entry>(),
+            )
+        };
+        let n = usize::try_from(n).map_err(|_| {
+            let errno = i32::try_from(-n).unwrap_or(libc::EINVAL);
+            Error::verb("ibv_query_gid_table", io::Error::from_raw_os_error(errno))
+        })?;
+        Ok(entries[..n]
+            .iter()
+            .map(|e| GidEntry {
+                index: e.gid_index,
+                port: e.port_num,
+                gid: gid_bytes(&e.gid),
+                gid_type: e.gid_type,
+            })
+            .collect())
+    }
+}
+
 impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: every child holds an Rc<Context>, so none is alive any more.

@@ -3,7 +3,7 @@
 //! C reference: the top of `main` in `rc_pingpong.c` (`ibv_get_device_list` and the `-d`
 //! lookup), `ibv_open_device` in `pp_init_ctx`, `pp_get_port_info` (`ibv_query_port`) and the
 //! `ibv_query_gid` for `-g`. rc_pingpong never calls `ibv_query_device` or lists the GID
-//! table; we do, because the device limits and the GID table are what a newcomer needs to
+//! table (`ibv_query_gid_table`); we do, because the device limits and the GID table are what a newcomer needs to
 //! see once (`ibv_devinfo -v` shows the same).
 //!
 //! **Device, port, GID.** A device (an HCA, or Soft-RoCE's `rxe0` on top of a NIC) has one
@@ -106,18 +106,17 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
         .kv("gid_tbl_len", port_attr.gid_tbl_len)
         .emit();
 
-    // The GID table: entries are filled by the kernel from the netdev's addresses, so most
-    // of rxe's 1024 slots are empty (the query fails or returns zeros).
-    for index in 0..port_attr.gid_tbl_len {
-        if let Ok(gid) = ctx.query_gid(args.ib_port, index) {
-            if gid != [0; 16] {
-                let mut line = trace::event("ibv_query_gid").kv("index", index).kv("gid", Gid(gid));
-                if args.gid_idx == Some(index) {
-                    line = line.word("(-g)");
-                }
-                line.emit();
-            }
-        }
+    // The GID table: the kernel fills it from the netdev's addresses (one GID per address
+    // and RoCE version), so most of rxe's gid_tbl_len slots are empty.
+    let table = ctx.query_gid_table(port_attr.gid_tbl_len as usize * usize::from(device_attr.phys_port_cnt))?;
+    let ours: Vec<_> = table.iter().filter(|e| e.port == u32::from(args.ib_port)).collect();
+    trace::event("ibv_query_gid_table").kv("port", args.ib_port).kv("entries", ours.len()).emit();
+    for entry in ours {
+        trace::detail("gid")
+            .kv("index", entry.index)
+            .kv("gid", Gid(entry.gid))
+            .kv("gid_type", gid_type_name(entry.gid_type))
+            .emit();
     }
 
     let gid = match args.gid_idx {
@@ -126,6 +125,7 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
             if gid == [0; 16] {
                 return Err(bad_gid_index(Error::new(format!("ibv_query_gid(index {index})")), index));
             }
+            trace::event("ibv_query_gid").kv("index", index).kv("gid", Gid(gid)).emit();
             gid
         }
         None => [0; 16],
@@ -134,6 +134,15 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
     Ok(Device { ctx, ib_port: args.ib_port, port_attr, gid_index: args.gid_idx, gid })
 }
 // ANCHOR_END: stage
+
+fn gid_type_name(gid_type: u32) -> &'static str {
+    match gid_type {
+        ibverbs_sys::IBV_GID_TYPE_IB => "IB",
+        ibverbs_sys::IBV_GID_TYPE_ROCE_V1 => "RoCE_v1",
+        ibverbs_sys::IBV_GID_TYPE_ROCE_V2 => "RoCE_v2",
+        _ => "unknown",
+    }
+}
 
 fn port_state_name(state: ibverbs_sys::ibv_port_state::Type) -> &'static str {
     use ibverbs_sys::ibv_port_state::*;

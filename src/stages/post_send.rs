@@ -195,14 +195,14 @@ pub fn trace_wc(wc: &ibv_wc) {
     };
     let mut line = trace::event("ibv_poll_cq")
         .kv("wr_id", wc.wr_id())
-        .kv("status", verbs::wc_status_str(verbs::wc_status(wc)))
+        .kv("status", trace::wc_status_name(verbs::wc_status(wc)))
         .kv("opcode", opcode);
-    // byte_len is defined only for receive completions.
+    // byte_len and imm_data are defined only for receive completions.
     if opcode.starts_with("IBV_WC_RECV") {
         line = line.kv("byte_len", wc.len());
-    }
-    if let Some(imm) = wc.imm_data() {
-        line = line.kv("imm_data", Key(u32::from_be(imm)));
+        if let Some(imm) = wc.imm_data() {
+            line = line.kv("imm_data", Key(u32::from_be(imm)));
+        }
     }
     line.emit();
 }
