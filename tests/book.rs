@@ -11,7 +11,8 @@
 //!   exactly;
 //! - the generated diffs (`book/gen-diffs`) are current;
 //! - every Rust fence is `rust,ignore` (the code is compiled as the crate, not as doctests),
-//!   and `mdbook test book` passes;
+//!   so `mdbook test book` has nothing to compile (tests/book_dom.rs runs `mdbook test` on
+//!   the host: it starts one rustdoc per chapter, ~1 min under the lab VM's emulated CPU);
 //! - every relative link and image in the rendered HTML resolves (offline link check,
 //!   including `#fragment`s into the book's pages);
 //! - the SVG diagrams are well-formed XML with an `<svg>` root, and every one is used;
@@ -543,21 +544,6 @@ fn rust_fences_are_ignore_and_languages_are_known() {
     }
 }
 
-#[test]
-fn mdbook_test_passes() {
-    let out = Command::new(mdbook())
-        .arg("test")
-        .arg(root().join("book"))
-        .output()
-        .expect("run mdbook test");
-    assert!(
-        out.status.success(),
-        "mdbook test book failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Values of `href="…"` and `src="…"` in an HTML page.
 fn html_links(html: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -612,6 +598,8 @@ fn offline_link_check() {
     assert!(pages.len() > 10);
     let mut broken = Vec::new();
     let mut checked = 0;
+    // Each page's ids, parsed once: print.html alone links to itself hundreds of times.
+    let mut ids: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
     for page in &pages {
         // mdBook's 404 page resolves its links against `<base href="{site-url}">`, i.e. the
         // server's root: they only mean something when served, not as files.
@@ -652,9 +640,10 @@ fn offline_link_check() {
                 continue;
             }
             if let Some(f) = fragment.filter(|f| !f.is_empty()) {
-                if target.extension().is_some_and(|e| e == "html")
-                    && !html_ids(&read(&target)).contains(f)
-                {
+                let target_ids = ids
+                    .entry(target.clone())
+                    .or_insert_with(|| html_ids(&read(&target)));
+                if target.extension().is_some_and(|e| e == "html") && !target_ids.contains(f) {
                     broken.push(format!(
                         "{}: {link} (no id `{f}`)",
                         page.strip_prefix(dir).unwrap().display()

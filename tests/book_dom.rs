@@ -3,6 +3,9 @@
 //! included Rust block, highlighted by the page's scripts) and the step's trace (included
 //! from the snapshot file), so a reader of `mdbook serve book` sees what the tests see.
 //!
+//! Also `mdbook test book` (every fence is `rust,ignore`, but mdBook still starts one rustdoc
+//! per chapter, which is slow under the lab VM's emulated CPU, so it runs here).
+//!
 //! Host-only (`--features lab-host`): it needs `mdbook` (book/install-tools) and `chromium`
 //! (`book/install-tools --with-chromium`, i.e. `apt-get install chromium`), and fails loudly
 //! without them.
@@ -10,6 +13,7 @@
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The chapter we open, and the snapshot and stage file its "Run it" and code come from.
@@ -46,7 +50,9 @@ fn temp_dir(tag: &str) -> PathBuf {
 
 /// Runs `cmd` to completion or kills it after `limit`; returns stdout.
 fn run_with_timeout(cmd: &mut Command, limit: Duration) -> (bool, String, String) {
-    let out_path = temp_dir("stdout").join("out");
+    // One directory per call: the tests run in parallel in one process.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let out_path = temp_dir(&format!("run{}", CALLS.fetch_add(1, Ordering::Relaxed))).join("out");
     let err_path = out_path.with_file_name("err");
     let mut child = cmd
         .stdin(Stdio::null())
@@ -228,5 +234,25 @@ fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
     assert!(
         !text_of(&dom).contains("expression:"),
         "the snapshot's YAML header leaked into the page"
+    );
+}
+
+#[test]
+fn mdbook_test_passes() {
+    let mdbook = find_tool("mdbook", "run book/install-tools");
+    let (ok, out, err) = run_with_timeout(
+        Command::new(&mdbook).arg("test").arg(root().join("book")),
+        Duration::from_secs(300),
+    );
+    assert!(ok, "mdbook test book failed:\n{out}{err}");
+    let problems: Vec<&str> = err
+        .lines()
+        .chain(out.lines())
+        .filter(|l| l.contains("ERROR"))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "mdbook test book logged errors:\n{}",
+        problems.join("\n")
     );
 }
