@@ -97,7 +97,7 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
     let port_attr = ctx.query_port(args.ib_port)?;
     let roce = u32::from(port_attr.link_layer) == IBV_LINK_LAYER_ETHERNET;
     trace::event("ibv_query_port")
-        .kv("port", args.ib_port)
+        .kv("port_num", args.ib_port)
         .kv("state", port_state_name(port_attr.state))
         .kv("lid", Lid(port_attr.lid))
         .kv("link_layer", if roce { "Ethernet" } else { "InfiniBand" })
@@ -110,7 +110,7 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
     // and RoCE version), so most of rxe's gid_tbl_len slots are empty.
     let table = ctx.query_gid_table(port_attr.gid_tbl_len as usize * usize::from(device_attr.phys_port_cnt))?;
     let ours: Vec<_> = table.iter().filter(|e| e.port == u32::from(args.ib_port)).collect();
-    trace::event("ibv_query_gid_table").kv("port", args.ib_port).kv("entries", ours.len()).emit();
+    trace::event("ibv_query_gid_table").kv("port_num", args.ib_port).kv("entries", ours.len()).emit();
     for entry in ours {
         trace::detail("gid")
             .kv("index", entry.index)
