@@ -95,7 +95,7 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
     let cap = qp.query_cap()?;
     let mut send_flags = IBV_SEND_SIGNALED;
     if cap.max_inline_data >= opts.size {
-        send_flags = send_flags | IBV_SEND_INLINE;
+        send_flags |= IBV_SEND_INLINE;
     }
     trace::event("ibv_query_qp")
         .kv("cap.max_inline_data", cap.max_inline_data)
