@@ -145,7 +145,7 @@ lab_prepare_initramfs() {
     # crc32_generic first: rdma_rxe asks the crypto API for "crc32", and the accelerated
     # variant needs a CPU flag that TCG's qemu64 model lacks.
     want=(virtio_pci virtio_net virtio_console 9pnet_virtio 9p overlay crc32_generic rdma_rxe)
-    key=$( { cat "$lab_dir/guest-init" "$lab_dir/common.sh"; echo "$LAB_KDIR ${want[*]}"; busybox 2>&1 | head -n 1; } \
+    key=$( { cat "$lab_dir/guest-init" "$lab_dir/common.sh"; echo "$LAB_KDIR ${want[*]}"; dpkg-query -W -f='${Version}' busybox-static; } \
         | sha256sum | cut -c1-16)
     LAB_INITRAMFS=$LAB_CACHE/initramfs-$key.cpio
     [ -f "$LAB_INITRAMFS" ] && return 0
@@ -184,7 +184,7 @@ lab_accel() {
     if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then
         echo "tcg qemu64"; return 0
     fi
-    key=$( { uname -r; echo "$LAB_KVER"; qemu-system-x86_64 --version | head -n 1; } | sha256sum | cut -c1-16)
+    key=$( { uname -r; echo "$LAB_KVER"; dpkg-query -W -f='${Version}' qemu-system-x86; } | sha256sum | cut -c1-16)
     if ! [ -f "$LAB_CACHE/accel-$key" ]; then
         lab_log "probing whether KVM boots the guest kernel (once)"
         probe_dir=$(mktemp -d)
