@@ -238,6 +238,52 @@ impl Context {
         &self.name
     }
 
+    /// `ibv_get_async_event` (then `ibv_ack_async_event`), waiting at most `timeout`:
+    /// the name of the next *asynchronous* event (`IBV_EVENT_CQ_ERR`,
+    /// `IBV_EVENT_QP_FATAL`, ...), or `None` if none came.
+    ///
+    /// Errors that belong to no work request — a CQ that overflowed, a QP that broke
+    /// outside any WR — are not reported by any verb call: the device queues them on the
+    /// context's async fd, and a program that never reads it never learns of them.
+    pub fn get_async_event(&self, timeout: std::time::Duration) -> Result<Option<String>> {
+        // SAFETY: raw is an open context; async_fd is a plain field set at open.
+        let fd = unsafe { (*self.raw.as_ptr()).async_fd };
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: pfd is one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            return Err(Error::verb("poll(async_fd)", io::Error::last_os_error()));
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        // SAFETY: zeroed is a valid ibv_async_event (plain C data) for the verb to fill.
+        let mut event: ffi::ibv_async_event = unsafe { std::mem::zeroed() };
+        // SAFETY: raw is an open context and event a valid out-struct; poll said an event
+        // is ready, so the (blocking) verb returns at once.
+        let rc = unsafe { ffi::ibv_get_async_event(self.raw.as_ptr(), &mut event) };
+        check("ibv_get_async_event", rc)?;
+        // The enum's own names (what the man page and the headers list), in value order.
+        const NAMES: [&str; 20] = [
+            "IBV_EVENT_CQ_ERR", "IBV_EVENT_QP_FATAL", "IBV_EVENT_QP_REQ_ERR",
+            "IBV_EVENT_QP_ACCESS_ERR", "IBV_EVENT_COMM_EST", "IBV_EVENT_SQ_DRAINED",
+            "IBV_EVENT_PATH_MIG", "IBV_EVENT_PATH_MIG_ERR", "IBV_EVENT_DEVICE_FATAL",
+            "IBV_EVENT_PORT_ACTIVE", "IBV_EVENT_PORT_ERR", "IBV_EVENT_LID_CHANGE",
+            "IBV_EVENT_PKEY_CHANGE", "IBV_EVENT_SM_CHANGE", "IBV_EVENT_SRQ_ERR",
+            "IBV_EVENT_SRQ_LIMIT_REACHED", "IBV_EVENT_QP_LAST_WQE_REACHED",
+            "IBV_EVENT_CLIENT_REREGISTER", "IBV_EVENT_GID_CHANGE", "IBV_EVENT_WQ_FATAL",
+        ];
+        let name = match NAMES.get(event.event_type as usize) {
+            Some(name) => (*name).to_owned(),
+            None => format!("event type {}", event.event_type),
+        };
+        // Every event must be acknowledged, or destroying its CQ/QP blocks forever.
+        // SAFETY: event came from ibv_get_async_event and is acknowledged once.
+        unsafe { ffi::ibv_ack_async_event(&mut event) };
+        Ok(Some(name))
+    }
+
     /// `ibv_query_device`: the device's limits and identity.
     pub fn query_device(&self) -> Result<ibv_device_attr> {
         let mut attr = ibv_device_attr::default();

@@ -49,6 +49,7 @@ fn main() -> std::process::ExitCode {
         let q = create_qp(&dev, &pd, QpOptions {
             rx_depth: 1,
             tx_depth: TX_DEPTH,
+            cqe: 1 + TX_DEPTH,
             size,
             use_event: false,
             access: remote_write,

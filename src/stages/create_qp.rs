@@ -39,6 +39,9 @@ pub struct QpOptions {
     pub rx_depth: u32,
     /// Sends that may be outstanding at once (1 for the ping-pong).
     pub tx_depth: u32,
+    /// CQ entries: room for every completion that can be waiting to be polled, so
+    /// `rx_depth + tx_depth` (rc_pingpong's `rx_depth + 1`).
+    pub cqe: u32,
     /// The message size (`-s`): decides whether sends can be inline.
     pub size: u32,
     /// Sleep on completion events (`-e`) instead of busy-polling.
@@ -50,7 +53,7 @@ pub struct QpOptions {
 impl QpOptions {
     /// rc_pingpong's QP: `rx_depth` receives, one send, no remote access.
     pub fn pingpong(size: u32, rx_depth: u32, use_event: bool) -> Self {
-        QpOptions { rx_depth, tx_depth: 1, size, use_event, access: ibv_access_flags(0) }
+        QpOptions { rx_depth, tx_depth: 1, cqe: rx_depth + 1, size, use_event, access: ibv_access_flags(0) }
     }
 }
 
@@ -72,8 +75,7 @@ pub struct Queues {
 pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
     let channel = if opts.use_event { Some(CompChannel::create(&dev.ctx)?) } else { None };
 
-    let cqe = (opts.rx_depth + opts.tx_depth) as i32;
-    let cq = Cq::create(&dev.ctx, cqe, channel.as_ref(), 0)?;
+    let cq = Cq::create(&dev.ctx, opts.cqe as i32, channel.as_ref(), 0)?;
 
     // ANCHOR: init_attr
     let init_attr = ibv_qp_init_attr {

@@ -30,7 +30,7 @@ use crate::exchange::Connection;
 use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
-    ibv_ah_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_qp_attr, Qp, IBV_QPS_RTR, IBV_QP_AV,
+    ibv_ah_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_qp_attr, ibv_qp_attr_mask, Qp, IBV_QPS_RTR, IBV_QP_AV,
     IBV_QP_DEST_QPN, IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_MIN_RNR_TIMER, IBV_QP_PATH_MTU,
     IBV_QP_RQ_PSN, IBV_QP_STATE,
 };
@@ -103,6 +103,12 @@ pub fn exchange_dest<M: Message + std::fmt::Display>(
 // ANCHOR: stage
 /// `ibv_modify_qp` INIT→RTR towards `remote`, with path MTU `mtu` and service level `sl`.
 pub fn modify_qp_rtr(qp: &Qp, dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> Result<()> {
+    qp.modify(&rtr_attr(dev, remote, mtu, sl), RTR_MASK).map_err(|e| explain_rtr(e, dev, remote))
+}
+
+/// The INIT→RTR attributes: who the peer is (`ah_attr`, `dest_qp_num`), the PSN its
+/// first packet will carry, and the responder's limits.
+pub fn rtr_attr(dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> ibv_qp_attr {
     // ANCHOR: attrs
     let mut attr = ibv_qp_attr {
         qp_state: IBV_QPS_RTR,
@@ -131,20 +137,23 @@ pub fn modify_qp_rtr(qp: &Qp, dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8)
         };
     }
     // ANCHOR_END: attrs
-    // ANCHOR: mask
-    qp.modify(
-        &attr,
-        IBV_QP_STATE
-            | IBV_QP_AV
-            | IBV_QP_PATH_MTU
-            | IBV_QP_DEST_QPN
-            | IBV_QP_RQ_PSN
-            | IBV_QP_MAX_DEST_RD_ATOMIC
-            | IBV_QP_MIN_RNR_TIMER,
-    )
-    .map_err(|e| explain_rtr(e, dev, remote))
-    // ANCHOR_END: mask
+    attr
 }
+
+// ANCHOR: mask
+/// The attributes the INIT→RTR transition requires (the table in `man ibv_modify_qp`): the
+/// kernel reads only the fields whose bit is in the mask, and refuses the transition with
+/// EINVAL when a required one is missing.
+pub const RTR_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
+    IBV_QP_STATE.0
+        | IBV_QP_AV.0
+        | IBV_QP_PATH_MTU.0
+        | IBV_QP_DEST_QPN.0
+        | IBV_QP_RQ_PSN.0
+        | IBV_QP_MAX_DEST_RD_ATOMIC.0
+        | IBV_QP_MIN_RNR_TIMER.0,
+);
+// ANCHOR_END: mask
 // ANCHOR_END: stage
 
 /// The usual reasons `ibv_modify_qp` INIT→RTR fails, in the order worth checking.

@@ -14,14 +14,19 @@
 
 use crate::error::Result;
 use crate::verbs::{
-    ibv_qp_attr, Qp, IBV_QPS_RTS, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY,
+    ibv_qp_attr, ibv_qp_attr_mask, Qp, IBV_QPS_RTS, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY,
     IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_QP_TIMEOUT,
 };
 
 // ANCHOR: stage
 /// `ibv_modify_qp` RTR→RTS, sending from `my_psn` (our PSN from the exchange).
 pub fn modify_qp_rts(qp: &Qp, my_psn: u32) -> Result<()> {
-    let attr = ibv_qp_attr {
+    qp.modify(&rts_attr(my_psn), RTS_MASK)
+}
+
+/// The RTR→RTS attributes: the requester's side of the connection.
+pub fn rts_attr(my_psn: u32) -> ibv_qp_attr {
+    ibv_qp_attr {
         qp_state: IBV_QPS_RTS,
         timeout: 14,
         retry_cnt: 7,
@@ -29,15 +34,16 @@ pub fn modify_qp_rts(qp: &Qp, my_psn: u32) -> Result<()> {
         sq_psn: my_psn,
         max_rd_atomic: 1,
         ..Default::default()
-    };
-    qp.modify(
-        &attr,
-        IBV_QP_STATE
-            | IBV_QP_TIMEOUT
-            | IBV_QP_RETRY_CNT
-            | IBV_QP_RNR_RETRY
-            | IBV_QP_SQ_PSN
-            | IBV_QP_MAX_QP_RD_ATOMIC,
-    )
+    }
 }
+
+/// The attributes the RTR→RTS transition requires (`man ibv_modify_qp`).
+pub const RTS_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
+    IBV_QP_STATE.0
+        | IBV_QP_TIMEOUT.0
+        | IBV_QP_RETRY_CNT.0
+        | IBV_QP_RNR_RETRY.0
+        | IBV_QP_SQ_PSN.0
+        | IBV_QP_MAX_QP_RD_ATOMIC.0,
+);
 // ANCHOR_END: stage
