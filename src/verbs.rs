@@ -418,6 +418,40 @@ impl CompChannel {
         cq.unacked.set(cq.unacked.get() + 1);
         Ok(())
     }
+
+    /// Waits at most `timeout` for an event to be ready on the channel, without taking it:
+    /// `poll(2)` on the channel's file descriptor. True when [`CompChannel::get_cq_event`]
+    /// will return at once, false when `timeout` passed with no event.
+    ///
+    /// `ibv_get_cq_event` itself is a blocking `read()` with no timeout: a CQ whose
+    /// completions never come (the peer died) would block it forever. The channel's `fd`
+    /// is an ordinary file descriptor that becomes readable when an event is queued, so a
+    /// bounded wait is `poll` first, then the verb — the pattern `man ibv_get_cq_event`
+    /// shows for non-blocking use.
+    pub fn wait_event(&self, timeout: std::time::Duration) -> Result<bool> {
+        // SAFETY: raw points to a live channel; `fd` is a plain field set at creation.
+        let fd = unsafe { self.raw.as_ref().fd };
+        // Rounded up, so a sub-millisecond timeout does not become a 0 ms (non-blocking) poll.
+        // No clock is read here: this runs once per message of 08's timed loop with -e.
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        loop {
+            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: pfd is one valid pollfd for the duration of the call.
+            let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+            match n {
+                0 => return Ok(false),
+                n if n > 0 => return Ok(true),
+                _ => {
+                    let err = io::Error::last_os_error();
+                    // Only a signal with a handler interrupts poll (the steps install
+                    // none); waiting the full timeout again is then good enough.
+                    if err.kind() != io::ErrorKind::Interrupted {
+                        return Err(Error::verb("poll(comp_channel fd)", err));
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Drop for CompChannel {

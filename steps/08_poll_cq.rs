@@ -25,7 +25,13 @@ struct Cli {
 fn main() -> std::process::ExitCode {
     let Cli { args } = Cli::parse();
     let size = args.buffer.size;
-    let opts = PingpongOptions { size, rx_depth: args.queue.rx_depth, iters: args.iters, chk: args.chk };
+    let opts = PingpongOptions {
+        size,
+        rx_depth: args.queue.rx_depth,
+        iters: args.iters,
+        chk: args.chk,
+        timeout: args.timeout(),
+    };
     error::main(|| {
         let dev = open_device(&args.device)?;
         let pd = alloc_pd(&dev)?;

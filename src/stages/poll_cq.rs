@@ -23,6 +23,18 @@
 //! the two is still awaited): that is what makes it a ping-pong, one message in flight
 //! each way. With `IBV_SEND_SIGNALED` on every send, the loop ends after `iters` sends and
 //! `iters` receives.
+//!
+//! **A dead peer.** RC tells a *sender* when its peer is gone: the SEND is never
+//! acknowledged, the QP retries `retry_cnt` times and completes it with
+//! `IBV_WC_RETRY_EXC_ERR` (reported by `check_wc`). Soft-RoCE does not even do that: rxe
+//! reads rc_pingpong's `retry_cnt = 7` as "retry forever" (`rxe_comp.c`: `if
+//! (qp->comp.retry_cnt != 7) qp->comp.retry_cnt--`). A *receiver* is told nothing — a
+//! posted receive simply never completes — and rc_pingpong then polls (or sleeps in
+//! `ibv_get_cq_event`) forever. So the
+//! loop has a watchdog: when no completion has come for `--timeout` seconds, it gives up
+//! with an explained error. It costs nothing per message: the clock is read only while the
+//! CQ is empty, and then only once every [`WATCHDOG_POLLS`] empty polls; with `-e` the
+//! wait for an event is a `poll(2)` with that timeout.
 
 use std::time::{Duration, Instant};
 
@@ -44,7 +56,14 @@ pub struct PingpongOptions {
     pub iters: u32,
     /// Fill (client) and check (both sides) the buffer pattern.
     pub chk: bool,
+    /// Give up when no completion came for this long (`--timeout`): the peer is gone.
+    pub timeout: Duration,
 }
+
+/// Empty polls between two looks at the clock while the CQ stays empty: reading the clock
+/// is cheap but not free, and the loop must cost the same as rc_pingpong's per message.
+/// At roughly 0.1–1 µs per empty poll, the watchdog notices a silence within milliseconds.
+pub const WATCHDOG_POLLS: u64 = 4096;
 
 /// The loop's outcome, for [`print_stats`].
 #[derive(Debug, Clone, Copy)]
@@ -71,7 +90,8 @@ pub fn prepare(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
 
 // ANCHOR: stage
 /// The timed loop of `main`: the client sends first; both sides answer each receive with a
-/// send until `iters` messages went each way.
+/// send until `iters` messages went each way. Fails when no completion comes for
+/// `opts.timeout` (the peer died: see the module doc).
 pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> Result<Stats> {
     let client = matches!(role, Role::Client { .. });
     if client && opts.chk {
@@ -81,6 +101,8 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
     let mut num_cq_events = 0u32;
     let (mut rcnt, mut scnt) = (0u32, 0u32);
     let mut wc = [verbs::WC_ZERO; 2];
+    let mut empty_polls = 0u64;
+    let mut idle_since = Instant::now();
 
     let mute = trace::mute();
     let mut pending = PINGPONG_RECV_WRID;
@@ -92,6 +114,9 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
     let start = Instant::now();
     while rcnt < opts.iters || scnt < opts.iters {
         if let Some(channel) = &q.channel {
+            if !channel.wait_event(opts.timeout)? {
+                return Err(no_completion("ibv_get_cq_event", opts, scnt, rcnt));
+            }
             channel.get_cq_event(&q.cq)?;
             num_cq_events += 1;
             q.cq.req_notify(false)?;
@@ -102,7 +127,19 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
             if q.channel.is_some() || ne >= 1 {
                 break ne;
             }
+            // The watchdog, off the fast path: only empty polls count, and only every
+            // WATCHDOG_POLLS-th looks at the clock (the first such look starts the clock).
+            empty_polls += 1;
+            if empty_polls % WATCHDOG_POLLS == 0 {
+                let now = Instant::now();
+                if empty_polls == WATCHDOG_POLLS {
+                    idle_since = now;
+                } else if now - idle_since >= opts.timeout {
+                    return Err(no_completion("ibv_poll_cq", opts, scnt, rcnt));
+                }
+            }
         };
+        empty_polls = 0;
 
         for wc in &wc[..ne] {
             check_wc(wc)?;
@@ -143,6 +180,25 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
     Ok(Stats { elapsed, size: opts.size, iters: opts.iters })
 }
 // ANCHOR_END: stage
+
+/// The watchdog's error: nothing completed for `opts.timeout` (see the module doc).
+fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32) -> Error {
+    Error::new(format!("waiting for a completion ({verb})"))
+        .cause(format!(
+            "no completion for {} s, after {scnt} of {iters} sends and {rcnt} of {iters} receives: \
+             the peer stopped sending — it crashed, was killed, or its host is gone.\n\
+             RC gives a receiver no signal for that: a posted receive just never completes. Only \
+             a side with a SEND outstanding learns of it, when the peer stops acknowledging \
+             and the retries run out (IBV_WC_RETRY_EXC_ERR) — and on Soft-RoCE (rxe), where \
+             retry_cnt 7 means \"retry forever\", not even then",
+            opts.timeout.as_secs(),
+            iters = opts.iters
+        ))
+        .fix(
+            "look at the peer's output for its error, then start both sides again; if the \
+             peer is alive but slow (a loaded or emulated machine), raise --timeout",
+        )
+}
 
 // ANCHOR: stats
 /// rc_pingpong's two result lines, with its arithmetic: `usec` is a C `float`, the byte
