@@ -130,6 +130,21 @@ pub fn page_size() -> usize {
     usize::try_from(size).unwrap_or(4096)
 }
 
+/// The machine's physical memory in bytes (`sysconf(_SC_PHYS_PAGES)` pages), if known.
+pub fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown value.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    u64::try_from(pages).ok().map(|p| p * page_size() as u64)
+}
+
+/// Memory the kernel could give a new allocation without swapping (`MemAvailable` in
+/// `/proc/meminfo`), if known.
+pub fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb = meminfo.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok().map(|kb| kb * 1024)
+}
+
 /// `ibv_wc_status_str`: the library's name for a work completion status.
 pub fn wc_status_str(status: ffi::ibv_wc_status::Type) -> &'static str {
     // SAFETY: ibv_wc_status_str returns a pointer to a static string for any value
@@ -524,10 +539,36 @@ impl AlignedBuf {
                     .cause("the size must be at least 1 byte (and fit in memory)")
                     .fix("pass a positive -s/--size")
             })?;
+        // The buffer will be registered, and registration pins every page in RAM, where it
+        // cannot be swapped out. Refuse a buffer larger than the memory there is, or than
+        // what is available right now, before allocating it: the allocation itself may well
+        // succeed (Linux overcommits), and then filling and pinning it brings in the OOM
+        // killer, which ends the process (or another one) with no message at all.
+        let too_big = |cause: String| {
+            Error::new(format!("allocating a {len}-byte buffer"))
+                .cause(cause)
+                .fix("use a smaller -s/--size (rc_pingpong's default is 4096)")
+        };
+        let len64 = len as u64;
+        if let Some(phys) = physical_memory().filter(|&phys| len64 > phys) {
+            return Err(too_big(format!(
+                "that is more than this machine's memory ({phys} bytes): ibv_reg_mr pins every \
+                 page of the buffer in RAM, so it could never be registered"
+            )));
+        }
+        if let Some(avail) = available_memory().filter(|&avail| len64 > avail) {
+            return Err(too_big(format!(
+                "that is more than the memory available now (MemAvailable in /proc/meminfo: \
+                 {avail} bytes): ibv_reg_mr pins every page of the buffer in RAM, where it cannot \
+                 be swapped out, so the kernel would have to kill a process to make room"
+            )));
+        }
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).ok_or_else(|| {
-            Error::new(format!("allocating a {len}-byte buffer")).cause("out of memory")
+            Error::new(format!("allocating a {len}-byte buffer"))
+                .cause("out of memory: the system would not give this process that many bytes")
+                .fix("use a smaller -s/--size (rc_pingpong's default is 4096)")
         })?;
         Ok(AlignedBuf { ptr, layout })
     }

@@ -19,7 +19,7 @@ use std::rc::Rc;
 use crate::cli::DeviceArgs;
 use crate::error::{Error, Result};
 use crate::trace::{self, Gid, Hex64, Lid};
-use crate::verbs::{ibv_port_attr, Context, DeviceList, IBV_LINK_LAYER_ETHERNET};
+use crate::verbs::{ibv_port_attr, Context, DeviceList, GidEntry, IBV_LINK_LAYER_ETHERNET};
 
 /// An open device and the port we will use: what every later stage builds on.
 pub struct Device {
@@ -111,7 +111,7 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
     let table = ctx.query_gid_table(port_attr.gid_tbl_len as usize * usize::from(device_attr.phys_port_cnt))?;
     let ours: Vec<_> = table.iter().filter(|e| e.port == u32::from(args.ib_port)).collect();
     trace::event("ibv_query_gid_table").kv("port_num", args.ib_port).kv("entries", ours.len()).emit();
-    for entry in ours {
+    for entry in &ours {
         trace::detail("gid")
             .kv("index", entry.index)
             .kv("gid", Gid(entry.gid))
@@ -121,9 +121,10 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
 
     let gid = match args.gid_idx {
         Some(index) => {
-            let gid = ctx.query_gid(args.ib_port, index).map_err(|e| bad_gid_index(e, index))?;
+            let bad = |e| bad_gid_index(e, index, port_attr.gid_tbl_len, &ours);
+            let gid = ctx.query_gid(args.ib_port, index).map_err(bad)?;
             if gid == [0; 16] {
-                return Err(bad_gid_index(Error::new(format!("ibv_query_gid(index {index})")), index));
+                return Err(bad(Error::new(format!("ibv_query_gid(index {index})"))));
             }
             trace::event("ibv_query_gid").kv("index", index).kv("gid", Gid(gid)).emit();
             gid
@@ -189,11 +190,35 @@ fn unknown_device(name: &str, list: &DeviceList) -> Error {
         .fix(format!("pass one of them with -d, e.g. -d {}", names[0]))
 }
 
-fn bad_gid_index(err: Error, index: i32) -> Error {
-    err.or_explain(
-        format!("GID index {index} is not a valid entry of the port's GID table"),
-        "pick an index that 01_open_device lists under ibv_query_gid (-g 1 in the lab VM)",
-    )
+/// `-g` names no usable GID: say whether it is past the table or an empty slot, and list
+/// the indices that do hold a GID (the student cannot guess them: they depend on the
+/// netdev's addresses).
+fn bad_gid_index(err: Error, index: i32, tbl_len: i32, valid: &[&GidEntry]) -> Error {
+    let cause = if index >= tbl_len {
+        format!(
+            "GID index {index} is past the end of the port's GID table, which has {tbl_len} \
+             entries (0..={})",
+            tbl_len - 1
+        )
+    } else {
+        format!(
+            "GID entry {index} is empty (all zeros): the kernel fills the table from the \
+             netdev's addresses, one entry per address and RoCE version, and none is at {index}"
+        )
+    };
+    let fix = if valid.is_empty() {
+        "this port has no GID at all: give its netdev an IP address (`ip addr add`), or on \
+         InfiniBand leave -g out"
+            .to_owned()
+    } else {
+        let list: Vec<String> = valid.iter().map(|e| format!("{} ({})", e.index, Gid(e.gid))).collect();
+        format!(
+            "pass an index that holds a GID: {} — for RoCE v2 over IPv4, the ::ffff:a.b.c.d one \
+             (-g 1 in the lab VM)",
+            list.join(", ")
+        )
+    };
+    err.or_explain(cause, fix)
 }
 
 #[cfg(test)]
