@@ -35,6 +35,7 @@
 //! The binaries in `steps/` are thin: parse flags, then call the stages in order, one call
 //! per stage, with the new stage marked `// ANCHOR: new`.
 
+pub mod breakit;
 pub mod cli;
 pub mod error;
 pub mod exchange;

@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use rdma_dissect::cli::{BufferArgs, DeviceArgs};
-use rdma_dissect::error;
+use rdma_dissect::{breakit, error};
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
@@ -16,11 +16,17 @@ struct Cli {
     device: DeviceArgs,
     #[command(flatten)]
     buffer: BufferArgs,
+    /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::reg_mr::CASES))]
+    brk: Option<breakit::Choice<DeviceArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(choice) = cli.brk {
+        return breakit::main(choice, &breakit::reg_mr::CASES, &cli.device);
+    }
     error::main(|| {
         let dev = open_device(&cli.device)?;
         let pd = alloc_pd(&dev)?;

@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use rdma_dissect::cli::{BufferArgs, DeviceArgs, QueueArgs};
-use rdma_dissect::error;
+use rdma_dissect::{breakit, error};
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
@@ -19,11 +19,17 @@ struct Cli {
     buffer: BufferArgs,
     #[command(flatten)]
     queue: QueueArgs,
+    /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::create_qp::CASES))]
+    brk: Option<breakit::Choice<DeviceArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(choice) = cli.brk {
+        return breakit::main(choice, &breakit::create_qp::CASES, &cli.device);
+    }
     let size = cli.buffer.size;
     error::main(|| {
         let dev = open_device(&cli.device)?;

@@ -6,7 +6,7 @@
 
 use clap::Parser;
 use rdma_dissect::cli::{self, PingpongArgs, Role};
-use rdma_dissect::error;
+use rdma_dissect::{breakit, error};
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
 use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
@@ -27,11 +27,17 @@ struct Cli {
     /// MiB/s like ib_write_bw
     #[arg(long)]
     bw: bool,
+    /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::rdma_write::CASES))]
+    brk: Option<breakit::Choice<PingpongArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
-    let Cli { args, bw } = Cli::parse();
+    let Cli { args, bw, brk } = Cli::parse();
+    if let Some(choice) = brk {
+        return breakit::main(choice, &breakit::rdma_write::CASES, &args);
+    }
     let size = args.buffer.size;
     let role = args.role();
     error::main(|| {

@@ -1,0 +1,62 @@
+//! Step 06's mistakes: the RTR→RTS transition. The client makes them; the server runs
+//! step 06 unchanged (or, where the failure needs a message, step 07).
+
+use super::post_send::send_each_way_with;
+use super::{rts_with_retry_cnt, Case, Side, Stack};
+use crate::cli::{PingpongArgs, Role};
+use crate::error::Result;
+use crate::stages::create_qp::QpOptions;
+use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
+use crate::stages::modify_qp_rts::modify_qp_rts;
+use crate::verbs::IBV_ACCESS_LOCAL_WRITE;
+
+/// The cases of `06_modify_qp_rts --break`.
+pub static CASES: [Case<PingpongArgs>; 2] = [
+    Case {
+        name: "rts-from-init",
+        summary: "move the QP from INIT straight to RTS, skipping RTR",
+        side: Side::Client,
+        rule: "the QP state machine only allows RESET→INIT→RTR→RTS (man ibv_modify_qp): a QP\n\
+               cannot send before it can receive, because RC acknowledgements come back on\n\
+               the receive side. INIT→RTS is not a transition: EINVAL",
+        code: "src/breakit/modify_qp_rts.rs rts_from_init: modify_qp_rts without modify_qp_rtr;\n\
+               the correct order is in steps/06_modify_qp_rts.rs",
+        fix: "modify_qp_rtr first, then modify_qp_rts (rc_pingpong's pp_connect_ctx)",
+        run: rts_from_init,
+    },
+    Case {
+        name: "wrong-sq-psn",
+        summary: "start sending at a PSN one past the one told to the server, then send",
+        side: Side::Client,
+        rule: "sq_psn must be the PSN the peer was told, which it set as its rq_psn: the responder\n\
+               takes only the packet with the PSN it expects. One ahead is out of sequence\n\
+               and is not delivered, so no acknowledgement comes back for it; the sender\n\
+               retransmits, gives up with IBV_WC_RETRY_EXC_ERR, and the receiver sees nothing.\n\
+               (This case's RTS takes retry_cnt = 1: rxe retries rc_pingpong's 7 forever)",
+        code: "src/breakit/modify_qp_rts.rs wrong_sq_psn: sq_psn = psn + 1; the correct\n\
+               call is modify_qp_rts(&q.qp, local.psn) in steps/06_modify_qp_rts.rs",
+        fix: "use the same PSN in the exchange and in RTS (rc_pingpong: my_dest.psn)",
+        run: wrong_sq_psn,
+    },
+];
+
+fn rts_from_init(args: &PingpongArgs) -> Result<()> {
+    let size = args.buffer.size;
+    let opts = QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events);
+    let s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
+    let local = local_dest(&s.dev, &s.q.qp);
+    exchange_dest(args, &local, |remote| {
+        if args.role() == Role::Server {
+            modify_qp_rtr(&s.q.qp, &s.dev, remote, args.mtu.to_ibv(), args.sl)?;
+        }
+        modify_qp_rts(&s.q.qp, local.psn)
+    })
+    .map(drop)
+}
+
+fn wrong_sq_psn(args: &PingpongArgs) -> Result<()> {
+    // The failure needs a message: both sides go on to step 07's SEND each way.
+    send_each_way_with(args, Some(args.buffer.size), |qp, psn| {
+        rts_with_retry_cnt(qp, (psn + 1) & crate::wire::MAX_24BIT, 1)
+    })
+}

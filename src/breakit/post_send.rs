@@ -1,0 +1,95 @@
+//! Step 07's mistakes: receives. The server makes them; the client sends as step 07 does.
+
+use super::{Case, Side, Stack};
+use crate::cli::{PingpongArgs, Role};
+use crate::error::Result;
+use crate::stages::create_qp::QpOptions;
+use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
+use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};
+use crate::stages::post_send::{post_recv, send_each_way};
+use crate::verbs::{Qp, IBV_ACCESS_LOCAL_WRITE};
+
+/// The cases of `07_post_send --break`.
+pub static CASES: [Case<PingpongArgs>; 3] = [
+    Case {
+        name: "no-recv",
+        summary: "the server posts no receive; the client retries forever (rnr_retry = 7)",
+        side: Side::Server,
+        rule: "a SEND needs a receive posted on the peer. Without one the peer answers with an RNR\n\
+               (receiver not ready) NAK and the sender retries after min_rnr_timer, up to\n\
+               rnr_retry times, and rnr_retry = 7 (rc_pingpong's) means forever: the SEND never\n\
+               completes and nothing reports an error. Only a bounded wait (--timeout) ends it",
+        code: "src/breakit/post_send.rs: the server skips post_recv; the correct receive is\n\
+               post_recv(&q.qp, &mr, size, 1) in steps/07_post_send.rs, before the exchange",
+        fix: "post the receive before the peer can send: before the exchange tells it our QPN",
+        run: no_recv,
+    },
+    Case {
+        name: "no-recv-rnr-retry",
+        summary: "the server posts no receive; the client gives up after one RNR retry (rnr_retry = 1)",
+        side: Side::Server,
+        rule: "as no-recv, but the client's RTS sets rnr_retry = 1: after one retry the SEND fails\n\
+               with IBV_WC_RNR_RETRY_EXC_ERR and the client's QP goes to the error state",
+        code: "src/breakit/post_send.rs: the server skips post_recv, the client's RTS takes\n\
+               rnr_retry = 1 instead of src/stages/modify_qp_rts.rs rts_attr's 7",
+        fix: "post the receive before the exchange; a finite rnr_retry only turns the hang into an error",
+        run: no_recv_rnr_retry,
+    },
+    Case {
+        name: "recv-too-small",
+        summary: "the server's receive is half the size of the client's message",
+        side: Side::Server,
+        rule: "an incoming SEND must fit in the receive it consumes (the sum of its scatter\n\
+               entries). A larger one fails that receive and puts the responder's QP in the\n\
+               error state, and the sender's SEND fails too. The spec's statuses are\n\
+               IBV_WC_LOC_LEN_ERR and IBV_WC_REM_INV_REQ_ERR; rxe (Linux 6.1) reports\n\
+               IBV_WC_LOC_QP_OP_ERR and IBV_WC_REM_OP_ERR",
+        code: "src/breakit/post_send.rs recv_too_small: the server posts sge.length = size / 2;\n\
+               the correct length is size, in steps/07_post_send.rs",
+        fix: "post receives at least as large as the largest message the peer sends (-s on both sides)",
+        run: recv_too_small,
+    },
+];
+
+/// Step 07's flow with the mistakes of this step and of 06: the server's receive is
+/// `server_recv` bytes (`None`: no receive at all), and the client moves to RTS with
+/// `client_rts` (given the PSN it told the server).
+pub(super) fn send_each_way_with(
+    args: &PingpongArgs,
+    server_recv: Option<u32>,
+    client_rts: impl FnOnce(&Qp, u32) -> Result<()>,
+) -> Result<()> {
+    let size = args.buffer.size;
+    let role = args.role();
+    let opts = QpOptions::pingpong(size, 1, args.queue.events);
+    let mut s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
+    match (&role, server_recv) {
+        (Role::Server, None) => {}
+        (Role::Server, Some(len)) => post_recv(&s.q.qp, &s.mr, len, 1)?,
+        (Role::Client { .. }, _) => post_recv(&s.q.qp, &s.mr, size, 1)?,
+    }
+    let local = local_dest(&s.dev, &s.q.qp);
+    exchange_dest(args, &local, |remote| {
+        modify_qp_rtr(&s.q.qp, &s.dev, remote, args.mtu.to_ibv(), args.sl)?;
+        match role {
+            Role::Server => modify_qp_rts(&s.q.qp, local.psn),
+            Role::Client { .. } => client_rts(&s.q.qp, local.psn),
+        }
+    })?;
+    send_each_way(&role, &s.q.qp, &s.q.cq, &mut s.mr, size, s.q.send_flags, args.timeout())
+}
+
+fn no_recv(args: &PingpongArgs) -> Result<()> {
+    send_each_way_with(args, None, modify_qp_rts)
+}
+
+fn no_recv_rnr_retry(args: &PingpongArgs) -> Result<()> {
+    send_each_way_with(args, None, |qp, psn| {
+        let attr = rts_attr(psn);
+        qp.modify(&crate::verbs::ibv_qp_attr { rnr_retry: 1, ..attr }, RTS_MASK)
+    })
+}
+
+fn recv_too_small(args: &PingpongArgs) -> Result<()> {
+    send_each_way_with(args, Some(args.buffer.size / 2), modify_qp_rts)
+}

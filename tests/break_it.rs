@@ -1,0 +1,163 @@
+//! Break-it snapshots: every `--break` case of every step, on a real device.
+//!
+//! Each case must make the device (or the peer) fail where the case says, with the
+//! explained error on stderr and a non-zero exit on the side that fails — never a panic,
+//! never a hang. Two snapshots per case feed the book's "Break it" sections:
+//! `break_it__<bin>-<case>.snap` (each side's stderr and exit status: the error and its
+//! explanation) and `break_it__<bin>-<case>-trace.snap` (each side's trace).
+//!
+//! The cases come from the library's tables, so a new case is tested (and needs its
+//! snapshots) as soon as it exists.
+
+mod common;
+
+use std::process::Output;
+
+use common::{args, device_args, device_lock, run, run_pair, stdout, with_filters};
+use rdma_dissect::breakit::{self, Case, Side};
+
+/// Both sides wait this long for a peer that never answers: the no-receive cases end
+/// with it, so it is short.
+const PEER_TIMEOUT: &str = "3";
+
+/// What one side printed and how it ended, for the snapshots.
+struct Run<'a> {
+    label: &'static str,
+    out: &'a Output,
+}
+
+fn status(out: &Output) -> String {
+    match out.status.code() {
+        Some(code) => format!("exit status {code}"),
+        None => format!("killed: {}", out.status),
+    }
+}
+
+/// Checks one case's outcome and records its two snapshots.
+fn check<A>(bin: &str, case: &Case<A>, runs: &[Run]) {
+    let mut failed = false;
+    for run in runs {
+        let err = String::from_utf8_lossy(&run.out.stderr);
+        assert!(!err.contains("panicked"), "{bin} --break {} ({}) panicked:\n{err}", case.name, run.label);
+        if !run.out.status.success() {
+            failed = true;
+            assert!(
+                err.contains("error: ") && err.contains(&format!("broken on purpose (--break {}", case.name)),
+                "{bin} --break {} ({}) failed without the explained error:\n{err}",
+                case.name,
+                run.label
+            );
+        }
+    }
+    assert!(failed, "{bin} --break {}: nothing failed on either side", case.name);
+    // The side that makes the mistake is always among those that fail.
+    let mistaken = runs
+        .iter()
+        .find(|r| match case.side {
+            Side::Alone => true,
+            Side::Server => r.label == "server",
+            Side::Client => r.label == "client",
+        })
+        .expect("a run for the side that makes the mistake");
+    assert!(!mistaken.out.status.success(), "{bin} --break {}: the {} did not fail", case.name, mistaken.label);
+    let errors: String = runs
+        .iter()
+        .map(|r| {
+            let head = if runs.len() > 1 { format!("--- {}: {}\n", r.label, status(r.out)) } else { format!("--- {}\n", status(r.out)) };
+            head + &String::from_utf8_lossy(&r.out.stderr)
+        })
+        .collect();
+    let traces: String = runs
+        .iter()
+        .map(|r| if runs.len() > 1 { format!("--- {}\n{}", r.label, stdout(r.out)) } else { stdout(r.out) })
+        .collect();
+    with_filters(|| {
+        insta::assert_snapshot!(format!("{bin}-{}", case.name), errors);
+        insta::assert_snapshot!(format!("{bin}-{}-trace", case.name), traces);
+    });
+}
+
+/// A single-process step's cases (03, 04).
+fn alone(bin: &str, program: &str, cases: &[Case<rdma_dissect::cli::DeviceArgs>]) {
+    let _device = device_lock();
+    for case in cases {
+        let mut a = device_args();
+        a.extend(args(&["--break", case.name]));
+        let out = run(program, &a);
+        check(bin, case, &[Run { label: "alone", out: &out }]);
+    }
+}
+
+/// A two-sided step's cases: server and client with the same `--break`.
+fn pair(bin: &str, program: &str, port: u16, cases: &[Case<rdma_dissect::cli::PingpongArgs>]) {
+    let _device = device_lock();
+    for case in cases {
+        let mut server = device_args();
+        server.extend(args(&["-p", &port.to_string(), "--timeout", PEER_TIMEOUT, "--break", case.name]));
+        let mut client = server.clone();
+        client.push("127.0.0.1".into());
+        let (s, c) = run_pair(program, &server, program, &client);
+        check(bin, case, &[Run { label: "server", out: &s }, Run { label: "client", out: &c }]);
+    }
+}
+
+#[test]
+fn break_03_reg_mr() {
+    alone("03_reg_mr", env!("CARGO_BIN_EXE_03_reg_mr"), &breakit::reg_mr::CASES);
+}
+
+#[test]
+fn break_04_create_qp() {
+    alone("04_create_qp", env!("CARGO_BIN_EXE_04_create_qp"), &breakit::create_qp::CASES);
+}
+
+#[test]
+fn break_05_modify_qp_rtr() {
+    pair("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"), 18705, &breakit::modify_qp_rtr::CASES);
+}
+
+#[test]
+fn break_06_modify_qp_rts() {
+    pair("06_modify_qp_rts", env!("CARGO_BIN_EXE_06_modify_qp_rts"), 18706, &breakit::modify_qp_rts::CASES);
+}
+
+#[test]
+fn break_07_post_send() {
+    pair("07_post_send", env!("CARGO_BIN_EXE_07_post_send"), 18707, &breakit::post_send::CASES);
+}
+
+#[test]
+fn break_09_rdma_write() {
+    pair("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"), 18709, &breakit::rdma_write::CASES);
+}
+
+/// `--break help` lists exactly the library's cases, one line each, and exits 0 (its
+/// output is the book's list, `break_it__<bin>-help.snap`); an unknown case is refused by
+/// the flag parser with the list.
+#[test]
+fn break_help_lists_the_cases() {
+    fn names<A>(cases: &[Case<A>]) -> Vec<&'static str> {
+        cases.iter().map(|c| c.name).collect()
+    }
+    let steps: [(&str, &str, Vec<&str>); 6] = [
+        ("03_reg_mr", env!("CARGO_BIN_EXE_03_reg_mr"), names(&breakit::reg_mr::CASES)),
+        ("04_create_qp", env!("CARGO_BIN_EXE_04_create_qp"), names(&breakit::create_qp::CASES)),
+        ("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"), names(&breakit::modify_qp_rtr::CASES)),
+        ("06_modify_qp_rts", env!("CARGO_BIN_EXE_06_modify_qp_rts"), names(&breakit::modify_qp_rts::CASES)),
+        ("07_post_send", env!("CARGO_BIN_EXE_07_post_send"), names(&breakit::post_send::CASES)),
+        ("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"), names(&breakit::rdma_write::CASES)),
+    ];
+    for (bin, program, names) in steps {
+        let out = run(program, &args(&["--break", "help"]));
+        assert!(out.status.success(), "{program} --break help: {}", status(&out));
+        let text = stdout(&out);
+        let listed: Vec<&str> =
+            text.lines().filter(|l| l.starts_with("  ")).filter_map(|l| l.split_whitespace().next()).collect();
+        assert_eq!(listed, names, "{program} --break help:\n{text}");
+        insta::assert_snapshot!(format!("{bin}-help"), text);
+        let out = run(program, &args(&["--break", "no-such-case"]));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{program}: {err}");
+        assert!(err.contains(names[0]) && !err.contains("panicked"), "{program}: {err}");
+    }
+}
