@@ -434,6 +434,31 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
     }
 }
 
+/// Every break-it snapshot (`break_it__<bin>-<case>[-trace|-help].snap`) is shown in the
+/// "Break it" section of its step's chapter, so no case's real output is left out of the
+/// book (tests/break_it.rs makes one per case, from the library's tables).
+#[test]
+fn break_it_shows_every_break_snapshot_of_the_step() {
+    let snapdir = root().join("tests/snapshots");
+    let mut n = 0;
+    for entry in fs::read_dir(&snapdir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("break_it__") else { continue };
+        let bin = &rest[..rest.find('-').expect("break_it__<bin>-<case>.snap")];
+        let chapter_path = book_src().join(format!("{bin}.md"));
+        let chapter = read(&chapter_path);
+        let start = chapter.find("\n## Break it").expect("Break it section") + 1;
+        let end = chapter[start + 1..].find("\n## ").map_or(chapter.len(), |e| start + 1 + e);
+        let lines = chapter[..start].lines().count() + 1..=chapter[..end].lines().count();
+        let shown = includes_in(&chapter_path)
+            .iter()
+            .any(|i| lines.contains(&i.line) && i.file.file_name().is_some_and(|f| *f == *name));
+        assert!(shown, "{bin}.md: `Break it` does not include tests/snapshots/{name}");
+        n += 1;
+    }
+    assert!(n >= 30, "expected the break-it snapshots (3 per case), found {n}");
+}
+
 /// Outside "Run it" too (the two-host wire captures of 07 and 09): a snapshot is always
 /// included from the line after its YAML header, so the header never shows and no output
 /// line is lost.
