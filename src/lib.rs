@@ -31,6 +31,8 @@
 //! * [`wire`] — the 52-byte address message, byte for byte as `ibv_rc_pingpong` sends it.
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
 //! * [`cli`] — `ibv_rc_pingpong`'s flags and defaults, in groups each step flattens.
+//! * [`breakit`] — each step's characteristic mistakes (`--break CASE`), made on purpose
+//!   by calling the stages with one value spoiled, and explained.
 //!
 //! The binaries in `steps/` are thin: parse flags, then call the stages in order, one call
 //! per stage, with the new stage marked `// ANCHOR: new`.
