@@ -161,3 +161,23 @@ fn break_help_lists_the_cases() {
         assert!(err.contains(names[0]) && !err.contains("panicked"), "{program}: {err}");
     }
 }
+
+/// Step 01 has no `--break`: its characteristic failures are bad input (a device, port or
+/// GID index that is not there). Their real output, for the book's 01 chapter.
+#[test]
+fn break_01_open_device_bad_input() {
+    let _device = device_lock();
+    let program = env!("CARGO_BIN_EXE_01_open_device");
+    for (name, flags) in [
+        ("unknown-device", &["-d", "nosuch"][..]),
+        ("port-past-the-device", &["-i", "2"][..]),
+        ("empty-gid-index", &["-g", "5"][..]),
+    ] {
+        let out = run(program, &args(flags));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("error: ") && !err.contains("panicked"), "01 {flags:?}:\n{err}");
+        with_filters(|| {
+            insta::assert_snapshot!(format!("01_open_device-{name}"), format!("--- {}\n{err}", status(&out)));
+        });
+    }
+}
