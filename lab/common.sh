@@ -4,9 +4,10 @@
 
 # What the lab VM and the project need from Debian. The guest runs the host's own
 # binaries (its root filesystem is the host's), so the RDMA userspace — libibverbs, the
-# rxe provider, the C tools we compare against — is installed on the host.
+# rxe provider, the C tools we compare against, valgrind for lab/memcheck — is installed
+# on the host.
 LAB_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 tshark
-    rdma-core ibverbs-utils ibverbs-providers libibverbs-dev perftest)
+    rdma-core ibverbs-utils ibverbs-providers libibverbs-dev perftest valgrind)
 LAB_CACHE=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdma-dissect/lab}
 
 # -nodefaults: no device but those lab/run adds (its NIC never has a path off the VM).
