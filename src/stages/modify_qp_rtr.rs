@@ -103,6 +103,7 @@ pub fn exchange_dest<M: Message + std::fmt::Display>(
 // ANCHOR: stage
 /// `ibv_modify_qp` INIT→RTR towards `remote`, with path MTU `mtu` and service level `sl`.
 pub fn modify_qp_rtr(qp: &Qp, dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> Result<()> {
+    warn_if_above_active_mtu(dev, mtu);
     qp.modify(&rtr_attr(dev, remote, mtu, sl), RTR_MASK).map_err(|e| explain_rtr(e, dev, remote))
 }
 
@@ -155,6 +156,29 @@ pub const RTR_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
 );
 // ANCHOR_END: mask
 // ANCHOR_END: stage
+
+/// Warns (on stderr) when the path MTU is larger than the port's `active_mtu`.
+///
+/// rc_pingpong does not check, and Soft-RoCE accepts such an RTR: `active_mtu` is the
+/// largest payload the link under the port carries (1024 for a 1500-byte Ethernet, once
+/// the RoCE v2 headers are counted). A larger packet cannot be fragmented — RoCE packets
+/// never are — so it is dropped before it reaches the wire, and the sender retransmits it
+/// in vain. Inside one machine rxe delivers without the link, so it "works" there and
+/// fails only across a wire: a warning, not an error.
+fn warn_if_above_active_mtu(dev: &Device, mtu: ibv_mtu) {
+    let active = dev.port_attr.active_mtu;
+    if mtu > active {
+        eprintln!(
+            "warning: path MTU {} is above port {}'s active MTU {}: across a wire, packets too \
+             big for the link are dropped and their sender retries in vain (use -m {})",
+            trace::mtu_name(mtu),
+            dev.ib_port,
+            trace::mtu_name(active),
+            // The enum counts from IBV_MTU_256 = 1.
+            128u32 << active
+        );
+    }
+}
 
 /// The usual reasons `ibv_modify_qp` INIT→RTR fails, in the order worth checking.
 pub fn explain_rtr(err: Error, dev: &Device, remote: &Dest) -> Error {
