@@ -18,7 +18,7 @@ use common::device_lock;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -67,14 +67,7 @@ impl Ended {
 }
 
 fn start(program: &str, args: &[&str]) -> Step {
-    let mut child = Command::new(program)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+    let mut child = common::spawn(program, &args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
     let out = Arc::new(Mutex::new(Vec::new()));
     let err = Arc::new(Mutex::new(Vec::new()));
     let mut readers = Vec::new();
