@@ -7,7 +7,7 @@ use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};
 use crate::stages::post_send::{post_recv, send_each_way};
-use crate::verbs::{Qp, IBV_ACCESS_LOCAL_WRITE};
+use crate::verbs::{ibv_qp_attr, Qp, IBV_ACCESS_LOCAL_WRITE};
 
 /// The cases of `07_post_send --break`.
 pub static CASES: [Case<PingpongArgs>; 3] = [
@@ -84,10 +84,8 @@ fn no_recv(args: &PingpongArgs) -> Result<()> {
 }
 
 fn no_recv_rnr_retry(args: &PingpongArgs) -> Result<()> {
-    send_each_way_with(args, None, |qp, psn| {
-        let attr = rts_attr(psn);
-        qp.modify(&crate::verbs::ibv_qp_attr { rnr_retry: 1, ..attr }, RTS_MASK)
-    })
+    // A finite rnr_retry is not the mistake; it makes the mistake visible as an error.
+    send_each_way_with(args, None, |qp, psn| qp.modify(&ibv_qp_attr { rnr_retry: 1, ..rts_attr(psn) }, RTS_MASK))
 }
 
 fn recv_too_small(args: &PingpongArgs) -> Result<()> {
