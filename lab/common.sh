@@ -1,13 +1,44 @@
-# Shared by the lab scripts (sourced, not run): prerequisites, the cached guest kernel,
-# the initramfs and the choice of accelerator. Messages go to stderr so that a command's
+# shellcheck shell=bash disable=SC2034 # sourced: the variables are used by the scripts that source it
+# Shared by the lab scripts (sourced, not run): the error report every script gets,
+# prerequisites, the cached guest kernel, the initramfs, the choice of accelerator, and
+# how to find a device's RoCE v2 IPv4 GID. Messages go to stderr so that a command's
 # stdout stays exactly what the command printed.
 
-# What the lab VM and the project need from Debian. The guest runs the host's own
-# binaries (its root filesystem is the host's), so the RDMA userspace — libibverbs, the
-# rxe provider, the C tools we compare against, valgrind for lab/memcheck — is installed
-# on the host.
-LAB_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils iproute2 tshark
-    rdma-core ibverbs-utils ibverbs-providers libibverbs-dev perftest valgrind)
+# No silent deaths. Every lab script runs under `set -euo pipefail` and sources this file
+# first, so any command that fails unexpectedly — in the script, in a function (set -E)
+# or in a $(…) — is reported with its file, line and text before the script exits with
+# its status (LAB_ERR_STATUS instead, where a script documents one, as lab/run's 125).
+# A probe that may fail on purpose is written as one: `if …`, `… || true`. A function
+# that fails on purpose says why and ends with `return N`: that is not reported again.
+set -E
+lab_on_err() {
+    local status=$1 file=$2 line=$3 cmd=$4
+    case "$cmd" in
+        return*) ;;
+        *) [ -n "${project:-}" ] && file=${file#"$project"/}
+           echo "$file:$line: command failed (exit $status): $cmd" >&2 ;;
+    esac
+    if [ -n "${LAB_ERR_STATUS:-}" ]; then exit "$LAB_ERR_STATUS"; fi
+}
+trap 'lab_on_err $? "${BASH_SOURCE[0]}" "$LINENO" "$BASH_COMMAND"' ERR
+
+# depmod, modprobe, ip and rdma live in /usr/sbin, which is not on a normal user's PATH.
+case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
+
+# What the project needs from Debian, in the groups the two README commands install.
+# The lab VM runs the host's own binaries (its root filesystem is the host's), so the RDMA
+# userspace — libibverbs, the rxe provider, the C tools we compare against — is installed
+# on the host in every case.
+#   RDMA_PACKAGES   the verbs library and provider, ibv_devinfo/ibv_rc_pingpong, `rdma`
+#   BUILD_PACKAGES  ibverbs-sys configures rdma-core's headers with cmake and runs
+#                   bindgen (libclang) at build time; libibverbs-dev brings libnl
+#   VM_PACKAGES     the lab VM (lab/run): qemu, the initramfs's busybox and kmod tools
+#   TEST_PACKAGES   only the tests: tshark (two_hosts), perftest (lab/bench, interop),
+#                   valgrind (memcheck), chromium (the book's DOM test), shellcheck
+RDMA_PACKAGES=(rdma-core ibverbs-utils ibverbs-providers libibverbs-dev iproute2)
+BUILD_PACKAGES=(gcc make cmake pkg-config libclang-dev)
+VM_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils)
+TEST_PACKAGES=(tshark perftest valgrind chromium shellcheck)
 LAB_CACHE=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdma-dissect/lab}
 
 # -nodefaults: no device but those lab/run adds (its NIC never has a path off the VM).
@@ -25,32 +56,31 @@ no_timer_check tsc=reliable pci=noacpi"
 now() { date +%s%3N; }
 lab_log() { [ "${verbose:-0}" = 1 ] && echo "lab: $*" >&2; return 0; }
 
-# What building the project needs on top: ibverbs-sys configures rdma-core's headers with
-# cmake and runs bindgen (libclang) at build time; libibverbs-dev above brings libnl.
-# chromium renders the book for its DOM test.
-BUILD_PACKAGES=(gcc make cmake pkg-config libclang-dev chromium)
-
-# Installs the missing packages (default: the lab's) when we are root, as CI and the
-# lab VMs are; otherwise says exactly what to run.
+# Installs the missing packages (default: the lab VM's) when we are root, as CI and the
+# lab VMs are; otherwise says exactly what to run. Without recommends: what we need is
+# named, and qemu's recommends alone (GUI, firmware for other machines) double the time.
 lab_require_packages() {
     local installed missing=() p want=("$@")
-    [ ${#want[@]} -gt 0 ] || want=("${LAB_PACKAGES[@]}")
+    [ ${#want[@]} -gt 0 ] || want=("${RDMA_PACKAGES[@]}" "${VM_PACKAGES[@]}")
     if ! command -v dpkg-query >/dev/null; then
         echo "lab: this needs a Debian or Ubuntu host (dpkg/apt) to fetch Debian's kernel and packages." >&2
         return 1
     fi
-    installed=" $(dpkg-query -W -f='${Package}:${db:Status-Status} ' "${want[@]}" 2>/dev/null) "
+    # dpkg-query exits 1 when any of them was never installed (and says so on stderr),
+    # yet prints the status of the others: that is the answer we want, not a failure.
+    installed=" $(dpkg-query -W -f='${Package}:${db:Status-Status} ' "${want[@]}" 2>/dev/null || true) "
     for p in "${want[@]}"; do
         [[ $installed == *" $p:installed "* ]] || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" != 0 ]; then
         echo "lab: missing packages. Install them with:" >&2
-        echo "  sudo apt-get install -y ${missing[*]}" >&2
+        echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
         return 1
     fi
-    echo "lab: installing ${missing[*]} ..." >&2
-    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; } >&2 || {
+    echo "lab: installing ${#missing[@]} packages and what they depend on: ${missing[*]} ..." >&2
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends "${missing[@]}"; } >&2 || {
         echo "lab: apt-get install failed (see above)." >&2
         return 1
     }
@@ -69,14 +99,16 @@ lab_prepare_kernel() {
     if [ -f "$lookup" ] && [ "$(head -n 1 "$lookup")" = "$lists" ]; then
         read -r pkg ver < <(tail -n 1 "$lookup")
     else
-        pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+        pkg=$(lab_kernel_package)
         if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then
             apt-get update -q >&2
             lists=$(stat -c %Y /var/lib/apt/lists 2>/dev/null || echo none)
-            pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+            pkg=$(lab_kernel_package)
         fi
         ver=
-        [ -n "$pkg" ] && ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2; exit}')
+        if [ -n "$pkg" ]; then
+            ver=$(apt-cache policy "$pkg" 2>/dev/null | awk '/Candidate:/ {print $2; exit}' || true)
+        fi
         if [ -n "$pkg" ] && [ -n "$ver" ] && [ "$ver" != "(none)" ]; then
             mkdir -p "$LAB_CACHE"
             printf '%s\n%s %s\n' "$lists" "$pkg" "$ver" >"$lookup"
@@ -88,10 +120,9 @@ lab_prepare_kernel() {
         LAB_KDIR=$LAB_CACHE/$pkg-$ver
     else
         # No package lists (offline, not root): a kernel fetched earlier still works.
-        LAB_KDIR=$(ls -d "$LAB_CACHE"/linux-image-*/ 2>/dev/null | sort -V | tail -n 1)
-        LAB_KDIR=${LAB_KDIR%/}
+        LAB_KDIR=$(find "$LAB_CACHE" -maxdepth 1 -name 'linux-image-*' -type d 2>/dev/null | sort -V | tail -n 1)
         if [ -z "$LAB_KDIR" ]; then
-            echo "lab: cannot find Debian's kernel package (apt-cache knows no linux-image-amd64; run 'sudo apt-get update')." >&2
+            lab_no_kernel_package
             return 1
         fi
         pkg=$(basename "$LAB_KDIR"); pkg=${pkg%-*-*}
@@ -100,19 +131,26 @@ lab_prepare_kernel() {
     LAB_VMLINUX=$LAB_KDIR/vmlinux
     [ -f "$LAB_KDIR/.ready" ] && return 0
 
-    echo "lab: fetching the guest kernel $pkg ${ver:-} (once; cached in $LAB_CACHE) ..." >&2
+    echo "lab: fetching the guest kernel $pkg ${ver:-} (once, ≈70 MB; cached in $LAB_CACHE) ..." >&2
     tmp=$(mktemp -d)
     (cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) || {
         rm -rf "$tmp"; echo "lab: apt-get download $pkg failed." >&2; return 1
     }
-    deb=$(ls "$tmp"/*.deb)
+    deb=$(echo "$tmp"/*.deb)
     # A new kernel version replaces the old one: the cache holds one kernel.
     rm -rf "$LAB_CACHE"/linux-image-* "$LAB_CACHE"/initramfs-*
     mkdir -p "$LAB_KDIR"
     dpkg -x "$deb" "$LAB_KDIR"
     rm -rf "$tmp"
+    # Debian 13 (merged /usr) ships the modules under usr/lib/modules/KVER; depmod -b,
+    # modprobe -d and the guest's bind mount all look under lib/modules, as on Debian 12.
+    # The same symlink a merged-/usr root has makes both layouts one.
+    if ! [ -e "$LAB_KDIR/lib" ] && [ -d "$LAB_KDIR/usr/lib/modules/$LAB_KVER" ]; then
+        ln -s usr/lib "$LAB_KDIR/lib"
+    fi
     depmod -b "$LAB_KDIR" "$LAB_KVER"
-    off=$(LC_ALL=C grep -m 1 -obUaP '\xfd7zXZ\x00' "$LAB_KDIR/boot/vmlinuz-$LAB_KVER" | cut -d: -f1)
+    # The XZ stream inside the bzImage; no match leaves off empty and the fallback below.
+    off=$(LC_ALL=C grep -m 1 -obUaP '\xfd7zXZ\x00' "$LAB_KDIR/boot/vmlinuz-$LAB_KVER" | cut -d: -f1 || true)
     # xz stops after the first stream and tail then dies of SIGPIPE: judge xz alone.
     if [ -z "$off" ] || ! xz -dc --single-stream >"$LAB_VMLINUX" 2>/dev/null \
             < <(tail -c +$((off + 1)) "$LAB_KDIR/boot/vmlinuz-$LAB_KVER"); then
@@ -120,6 +158,26 @@ lab_prepare_kernel() {
         cp "$LAB_KDIR/boot/vmlinuz-$LAB_KVER" "$LAB_VMLINUX"
     fi
     touch "$LAB_KDIR/.ready"
+}
+
+# The generic kernel package of this host's Debian release (its rdma_rxe matches the
+# release's rdma-core), or nothing. apt-cache exits 100 for a package it does not know —
+# on Ubuntu, or before the first apt-get update — which is an answer, not a failure.
+lab_kernel_package() {
+    apt-cache depends linux-image-amd64 2>/dev/null \
+        | awk '/Depends: linux-image-[0-9]/ {print $2; exit}' || true
+}
+
+lab_no_kernel_package() {
+    if [ -r /etc/os-release ] && grep -qi '^ID=ubuntu' /etc/os-release; then
+        cat >&2 <<'MSG'
+lab: the lab VM boots Debian's kernel package linux-image-amd64, which Ubuntu does not have.
+lab: Ubuntu's own generic kernel ships rdma_rxe (package linux-modules-extra-$(uname -r)):
+lab: give this machine a Soft-RoCE device instead, with `sudo lab/rxe up`.
+MSG
+    else
+        echo "lab: cannot find Debian's kernel package (apt-cache knows no linux-image-amd64; run 'sudo apt-get update')." >&2
+    fi
 }
 
 # Debian signs its modules and the kernel checks each signature at insmod: RSA under TCG
@@ -142,7 +200,7 @@ lab_copy_unsigned() {
 # dependency order. It is rebuilt whenever any of those inputs changes.
 # Sets LAB_INITRAMFS.
 lab_prepare_initramfs() {
-    local want key stage m
+    local want key stage m lab_dir=${lab_dir:?the sourcing script sets lab_dir}
     # crc32_generic first: rdma_rxe asks the crypto API for "crc32", and the accelerated
     # variant needs a CPU flag that TCG's qemu64 model lacks.
     want=(virtio_pci virtio_net virtio_console 9pnet_virtio 9p overlay crc32_generic rdma_rxe)
@@ -200,4 +258,32 @@ lab_accel() {
         echo "$ok" >"$LAB_CACHE/accel-$key"
     fi
     if [ "$(cat "$LAB_CACHE/accel-$key")" = kvm ]; then echo "kvm host"; else echo "tcg qemu64"; fi
+}
+
+# The GID table index of IPV4's RoCE v2 GID (::ffff:IPV4) on DEV's PORT, as ibv_rc_pingpong's
+# -g wants it; with IPV4 empty, the first IPv4 one. rxe fills the table from the netdev's
+# addresses, so the index depends on which addresses the interface has and in what order:
+# read it, never assume 1.
+lab_roce_gid_index() {
+    local dev=$1 port=$2 ipv4=$3 want a b c d dir n type gid
+    want='0000:0000:0000:0000:0000:ffff:????:????'
+    if [ -n "$ipv4" ]; then
+        IFS=. read -r a b c d <<<"$ipv4"
+        want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d")
+    fi
+    dir=/sys/class/infiniband/$dev/ports/$port
+    # Numeric order: gids/10 sorts before gids/2 in a glob.
+    for n in $(find "$dir/gids" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort -n || true); do
+        # `read`, not $(cat): rxe's table has 1024 entries, and a fork each costs
+        # seconds in the emulated lab VM.
+        gid='' type=''
+        read -r gid <"$dir/gids/$n" 2>/dev/null || true
+        # shellcheck disable=SC2053 # $want is a glob pattern on purpose
+        [[ $gid == $want ]] || continue
+        # Reading the type of an empty entry fails (EINVAL): that is "no type".
+        read -r type <"$dir/gid_attrs/types/$n" 2>/dev/null || true
+        if [ "$type" = "RoCE v2" ]; then echo "$n"; return 0; fi
+    done
+    echo "lab: $dev port $port has no RoCE v2 GID for ${ipv4:-an IPv4 address} (see $dir/gids/)" >&2
+    return 1
 }
