@@ -179,39 +179,20 @@ fn assert_explained(end: &Ended, needles: &[&str]) {
     }
 }
 
-/// `-d <RDMA_DEVICE>` when set, as the other device tests do.
+/// `-d <device> -i <port>`, the device every test uses (`tests/common`).
 fn device() -> Vec<String> {
-    std::env::var("RDMA_DEVICE").map(|d| vec!["-d".to_string(), d]).unwrap_or_default()
+    let dev = common::device();
+    vec!["-d".into(), dev.name.clone(), "-i".into(), dev.port.to_string()]
 }
 
-/// The device the binaries will pick: `RDMA_DEVICE`, else the first one in sysfs (the
-/// binaries take the first in ibv_get_device_list's order, which is sysfs order).
-fn device_name() -> String {
-    if let Ok(dev) = std::env::var("RDMA_DEVICE") {
-        return dev;
-    }
-    let mut names: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
-        .expect("no RDMA device")
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names.into_iter().next().expect("no RDMA device")
-}
-
-/// `-g <RDMA_GID_INDEX>` (default 1), plus `-d` when set.
+/// `device()` and `-g <GID index>`.
 fn dev_gid() -> Vec<String> {
-    let mut v = device();
-    v.extend(["-g".to_string(), std::env::var("RDMA_GID_INDEX").unwrap_or_else(|_| "1".into())]);
-    v
+    common::device_args()
 }
 
 /// `dev_gid()` followed by `extra`, as the `&str` list [`start`] takes.
 fn with<'a>(base: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
     base.iter().map(String::as_str).chain(extra.iter().copied()).collect()
-}
-
-fn gid_dir() -> String {
-    format!("/sys/class/infiniband/{}/ports/1/gids", device_name())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -221,50 +202,44 @@ fn gid_dir() -> String {
 #[test]
 fn unknown_device_lists_the_devices_there_are() {
     let _d = device_lock();
-    let end = run(S01, &["-d", "nosuch", "-g", "1"], PROMPT);
-    assert_explained(&end, &["finding RDMA device 'nosuch'", "this host has:", &device_name(), "-d "]);
+    let end = run(S01, &["-d", "nosuch"], PROMPT);
+    assert_explained(&end, &["finding RDMA device 'nosuch'", "this host has:", &common::device().name, "-d "]);
 }
 
 #[test]
 fn port_0_is_refused() {
     let _d = device_lock();
-    let dev = device();
-    let end = run(S01, &with(&dev, &["-i", "0"]), PROMPT);
+    let name = common::device().name.clone();
+    let end = run(S01, &["-d", &name, "-i", "0"], PROMPT);
     assert_explained(&end, &["port 0 does not exist", "numbered from 1"]);
 }
 
 #[test]
 fn port_past_phys_port_cnt() {
     let _d = device_lock();
-    let ports = std::fs::read_dir(format!("/sys/class/infiniband/{}/ports", device_name())).unwrap().count();
-    let past = (ports + 1).to_string();
-    let dev = device();
-    let end = run(S01, &with(&dev, &["-i", &past]), PROMPT);
-    assert_explained(&end, &[&format!("using port {past} of"), &format!("{ports} port(s)"), "-i 1"]);
+    let dev = common::device();
+    let past = dev.port_past_end().to_string();
+    let end = run(S01, &["-d", &dev.name, "-i", &past], PROMPT);
+    assert_explained(&end, &[&format!("using port {past} of"), &format!("{} port(s)", dev.port_past_end() - 1), "-i 1"]);
 }
 
 #[test]
 fn gid_index_past_the_table() {
     let _d = device_lock();
-    // The table's length is the number of entries sysfs lists (rxe: 1024).
-    let len = std::fs::read_dir(gid_dir()).unwrap().count();
+    // The table's length as ibv_devinfo reports it (rxe: 1024).
+    let len = common::device().gid_tbl_len();
     let past = len.to_string();
     let dev = device();
     let end = run(S01, &with(&dev, &["-g", &past]), PROMPT);
-    assert_explained(&end, &[&format!("GID index {past} is past the end"), &format!("{len} entries"), "pass an index that holds a GID: 0 ("]);
+    assert_explained(&end, &[&format!("GID index {past} is past the end"), &format!("{len} entries"), "pass an index that holds a GID: "]);
 }
 
 #[test]
 fn gid_index_of_an_empty_entry() {
     let _d = device_lock();
-    // The first all-zero entry: in the lab, index 2 (0 is fe80::, 1 is ::ffff:192.0.2.1).
-    let empty = (0..)
-        .find(|i| {
-            let gid = std::fs::read_to_string(format!("{}/{i}", gid_dir())).expect("ran off the GID table");
-            gid.trim() == "0000:0000:0000:0000:0000:0000:0000:0000"
-        })
-        .unwrap()
-        .to_string();
+    // The first entry ibv_devinfo lists no GID for: in the lab, index 2 (0 is fe80::, 1 is
+    // ::ffff:192.0.2.1).
+    let empty = common::device().empty_gid_index().to_string();
     let dev = device();
     let end = run(S01, &with(&dev, &["-g", &empty]), PROMPT);
     assert_explained(&end, &[&format!("GID entry {empty} is empty"), "pass an index that holds a GID"]);
@@ -394,14 +369,15 @@ fn server_of_fake(program: &str, port: u16, f: impl FnOnce(TcpStream) + Send + '
 fn nothing_listening_on_the_server_port() {
     let _d = device_lock();
     let base = dev_gid();
-    let end = run(S05, &with(&base, &["-p", "19201", "--timeout", "2", "127.0.0.1"]), Duration::from_secs(2) + MARGIN);
-    assert_explained(&end, &["nothing is listening on 127.0.0.1:19201", "start the server first"]);
+    let port = common::tcp_port().to_string();
+    let end = run(S05, &with(&base, &["-p", &port, "--timeout", "2", "127.0.0.1"]), Duration::from_secs(2) + MARGIN);
+    assert_explained(&end, &[&format!("nothing is listening on 127.0.0.1:{port}"), "start the server first"]);
 }
 
 #[test]
 fn server_that_accepts_and_says_nothing() {
     let _d = device_lock();
-    let end = client_of_fake(S05, 19202, |mut s| {
+    let end = client_of_fake(S05, common::tcp_port(), |mut s| {
         // Hold the connection open, silent, until the client gives up and closes it.
         let _ = s.read_to_end(&mut Vec::new());
     });
@@ -411,7 +387,7 @@ fn server_that_accepts_and_says_nothing() {
 #[test]
 fn client_that_connects_and_says_nothing() {
     let _d = device_lock();
-    let end = server_of_fake(S05, 19203, |mut s| {
+    let end = server_of_fake(S05, common::tcp_port(), |mut s| {
         let _ = s.read_to_end(&mut Vec::new());
     });
     assert_explained(&end, &["connected but sent nothing for 2 s"]);
@@ -420,7 +396,7 @@ fn client_that_connects_and_says_nothing() {
 #[test]
 fn server_sending_garbage() {
     let _d = device_lock();
-    let end = client_of_fake(S05, 19204, |mut s| {
+    let end = client_of_fake(S05, common::tcp_port(), |mut s| {
         read_dest(&mut s);
         s.write_all(&[b'?'; 52]).unwrap();
         let _ = s.read_to_end(&mut Vec::new());
@@ -431,7 +407,7 @@ fn server_sending_garbage() {
 #[test]
 fn client_sending_garbage() {
     let _d = device_lock();
-    let end = server_of_fake(S08, 19205, |mut s| {
+    let end = server_of_fake(S08, common::tcp_port(), |mut s| {
         // 52 bytes, so it is a whole message in the wrong format (not a short one).
         let mut msg = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec();
         msg.resize(52, b'-');
@@ -444,7 +420,7 @@ fn client_sending_garbage() {
 #[test]
 fn server_sending_a_short_message_and_closing() {
     let _d = device_lock();
-    let end = client_of_fake(S05, 19206, |mut s| {
+    let end = client_of_fake(S05, common::tcp_port(), |mut s| {
         read_dest(&mut s);
         s.write_all(&DEST[..20]).unwrap();
     });
@@ -454,7 +430,7 @@ fn server_sending_a_short_message_and_closing() {
 #[test]
 fn client_sending_a_short_message_and_closing() {
     let _d = device_lock();
-    let end = server_of_fake(S08, 19207, |mut s| {
+    let end = server_of_fake(S08, common::tcp_port(), |mut s| {
         s.write_all(&DEST[..31]).unwrap();
     });
     assert_explained(&end, &["closed the connection after 31 of the 52 bytes"]);
@@ -463,7 +439,7 @@ fn client_sending_a_short_message_and_closing() {
 #[test]
 fn server_sending_an_over_long_message() {
     let _d = device_lock();
-    let end = client_of_fake(S05, 19208, |mut s| {
+    let end = client_of_fake(S05, common::tcp_port(), |mut s| {
         read_dest(&mut s);
         let mut msg = DEST.to_vec();
         msg.extend_from_slice(b"and more");
@@ -478,7 +454,7 @@ fn client_sending_a_09_message_to_an_08_server() {
     let _d = device_lock();
     // 09_rdma_write's 78-byte address (rkey and buffer address appended) is over-long for
     // steps 05-08; the error says which step the peer probably is.
-    let end = server_of_fake(S08, 19209, |mut s| {
+    let end = server_of_fake(S08, common::tcp_port(), |mut s| {
         let mut msg = DEST[..51].to_vec();
         msg.extend_from_slice(b":00001234:00007f0012345000\0");
         assert_eq!(msg.len(), 78);
@@ -491,7 +467,7 @@ fn client_sending_a_09_message_to_an_08_server() {
 #[test]
 fn server_closing_at_once() {
     let _d = device_lock();
-    let end = client_of_fake(S05, 19210, drop);
+    let end = client_of_fake(S05, common::tcp_port(), drop);
     assert_explained(&end, &["closed the connection before"]);
 }
 
@@ -500,7 +476,7 @@ fn client_closing_before_done() {
     let _d = device_lock();
     // A well-formed address, so the real server connects its QP (RTR, RTS) and answers;
     // then the fake client goes away instead of sending "done".
-    let end = server_of_fake(S08, 19211, |mut s| {
+    let end = server_of_fake(S08, common::tcp_port(), |mut s| {
         s.write_all(DEST).unwrap();
         read_dest(&mut s);
     });
@@ -559,22 +535,22 @@ fn kill_mid_pingpong(kill_server: bool, events: bool, port: u16) {
 
 #[test]
 fn server_killed_mid_pingpong() {
-    kill_mid_pingpong(true, false, 19221);
+    kill_mid_pingpong(true, false, common::tcp_port());
 }
 
 #[test]
 fn client_killed_mid_pingpong() {
-    kill_mid_pingpong(false, false, 19222);
+    kill_mid_pingpong(false, false, common::tcp_port());
 }
 
 #[test]
 fn server_killed_mid_pingpong_with_events() {
-    kill_mid_pingpong(true, true, 19223);
+    kill_mid_pingpong(true, true, common::tcp_port());
 }
 
 #[test]
 fn client_killed_mid_pingpong_with_events() {
-    kill_mid_pingpong(false, true, 19224);
+    kill_mid_pingpong(false, true, common::tcp_port());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -600,7 +576,8 @@ fn ctrl_c(step: Step) {
 fn ctrl_c_while_the_server_waits_for_its_client() {
     let _d = device_lock();
     let base = dev_gid();
-    let mut server = start(S08, &with(&base, &["-p", "19231"]));
+    let port = common::tcp_port().to_string();
+    let mut server = start(S08, &with(&base, &["-p", &port]));
     server.wait_for_stdout("local address:", PROMPT);
     thread::sleep(Duration::from_millis(500)); // in accept by now
     ctrl_c(server);
@@ -626,10 +603,10 @@ fn interrupt_mid_pingpong(events: bool, port: u16) {
 
 #[test]
 fn ctrl_c_mid_pingpong() {
-    interrupt_mid_pingpong(false, 19232);
+    interrupt_mid_pingpong(false, common::tcp_port());
 }
 
 #[test]
 fn ctrl_c_mid_pingpong_with_events() {
-    interrupt_mid_pingpong(true, 19233);
+    interrupt_mid_pingpong(true, common::tcp_port());
 }

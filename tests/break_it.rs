@@ -13,7 +13,9 @@ mod common;
 
 use std::process::Output;
 
-use common::{args, device_args, device_lock, run, run_pair, stdout, with_filters};
+use common::{
+    args, book_output, device, device_args, device_lock, redact_sections, run, run_pair, snapshots, stdout, tcp_port, Picks,
+};
 use rdma_dissect::breakit::{self, Case, Side};
 
 /// Both sides wait this long for a peer that never answers: the no-receive cases end
@@ -71,10 +73,20 @@ fn check<A>(bin: &str, case: &Case<A>, runs: &[Run]) {
         .iter()
         .map(|r| if runs.len() > 1 { format!("--- {}\n{}", r.label, stdout(r.out)) } else { stdout(r.out) })
         .collect();
-    with_filters(|| {
-        insta::assert_snapshot!(format!("{bin}-{}", case.name), errors);
-        insta::assert_snapshot!(format!("{bin}-{}-trace", case.name), traces);
+    // The values each side picked, from its own trace, for the placeholders of both texts.
+    let picked = match runs {
+        [alone] => Picks::alone(&stdout(alone.out)),
+        [server, client] => Picks::pair(&stdout(server.out), &stdout(client.out)),
+        _ => unreachable!("one process or a server and a client"),
+    };
+    let (errors_text, traces_text) =
+        (redact_sections(&errors, &picked, device()), redact_sections(&traces, &picked, device()));
+    snapshots(|| {
+        insta::assert_snapshot!(format!("{bin}-{}", case.name), errors_text);
+        insta::assert_snapshot!(format!("{bin}-{}-trace", case.name), traces_text);
     });
+    book_output("break_it", &format!("{bin}-{}", case.name), &errors);
+    book_output("break_it", &format!("{bin}-{}-trace", case.name), &traces);
 }
 
 /// A single-process step's cases (03, 04).
@@ -89,11 +101,11 @@ fn alone(bin: &str, program: &str, cases: &[Case<rdma_dissect::cli::DeviceArgs>]
 }
 
 /// A two-sided step's cases: server and client with the same `--break`.
-fn pair(bin: &str, program: &str, port: u16, cases: &[Case<rdma_dissect::cli::PingpongArgs>]) {
+fn pair(bin: &str, program: &str, cases: &[Case<rdma_dissect::cli::PingpongArgs>]) {
     let _device = device_lock();
     for case in cases {
         let mut server = device_args();
-        server.extend(args(&["-p", &port.to_string(), "--timeout", PEER_TIMEOUT, "--break", case.name]));
+        server.extend(args(&["-p", &tcp_port().to_string(), "--timeout", PEER_TIMEOUT, "--break", case.name]));
         let mut client = server.clone();
         client.push("127.0.0.1".into());
         let (s, c) = run_pair(program, &server, program, &client);
@@ -113,22 +125,22 @@ fn break_04_create_qp() {
 
 #[test]
 fn break_05_modify_qp_rtr() {
-    pair("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"), 18705, &breakit::modify_qp_rtr::CASES);
+    pair("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"), &breakit::modify_qp_rtr::CASES);
 }
 
 #[test]
 fn break_06_modify_qp_rts() {
-    pair("06_modify_qp_rts", env!("CARGO_BIN_EXE_06_modify_qp_rts"), 18706, &breakit::modify_qp_rts::CASES);
+    pair("06_modify_qp_rts", env!("CARGO_BIN_EXE_06_modify_qp_rts"), &breakit::modify_qp_rts::CASES);
 }
 
 #[test]
 fn break_07_post_send() {
-    pair("07_post_send", env!("CARGO_BIN_EXE_07_post_send"), 18707, &breakit::post_send::CASES);
+    pair("07_post_send", env!("CARGO_BIN_EXE_07_post_send"), &breakit::post_send::CASES);
 }
 
 #[test]
 fn break_09_rdma_write() {
-    pair("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"), 18709, &breakit::rdma_write::CASES);
+    pair("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"), &breakit::rdma_write::CASES);
 }
 
 /// `--break help` lists exactly the library's cases, one line each, and exits 0 (its
@@ -154,7 +166,8 @@ fn break_help_lists_the_cases() {
         let listed: Vec<&str> =
             text.lines().filter(|l| l.starts_with("  ")).filter_map(|l| l.split_whitespace().next()).collect();
         assert_eq!(listed, names, "{program} --break help:\n{text}");
-        insta::assert_snapshot!(format!("{bin}-help"), text);
+        snapshots(|| insta::assert_snapshot!(format!("{bin}-help"), text));
+        book_output("break_it", &format!("{bin}-help"), &text);
         let out = run(program, &args(&["--break", "no-such-case"]));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{program}: {err}");
@@ -163,21 +176,26 @@ fn break_help_lists_the_cases() {
 }
 
 /// Step 01 has no `--break`: its characteristic failures are bad input (a device, port or
-/// GID index that is not there). Their real output, for the book's 01 chapter.
+/// GID index that is not there — found on the device, not assumed). Their real output, for
+/// the book's 01 chapter.
 #[test]
 fn break_01_open_device_bad_input() {
     let _device = device_lock();
     let program = env!("CARGO_BIN_EXE_01_open_device");
-    for (name, flags) in [
-        ("unknown-device", &["-d", "nosuch"][..]),
-        ("port-past-the-device", &["-i", "2"][..]),
-        ("empty-gid-index", &["-g", "5"][..]),
+    let dev = device();
+    let (name, port) = (dev.name.as_str(), dev.port.to_string());
+    let (past, empty) = (dev.port_past_end().to_string(), dev.empty_gid_index().to_string());
+    for (case, flags) in [
+        ("unknown-device", vec!["-d", "nosuch"]),
+        ("port-past-the-device", vec!["-d", name, "-i", &past]),
+        ("empty-gid-index", vec!["-d", name, "-i", &port, "-g", &empty]),
     ] {
-        let out = run(program, &args(flags));
+        let out = run(program, &args(&flags));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains("error: ") && !err.contains("panicked"), "01 {flags:?}:\n{err}");
-        with_filters(|| {
-            insta::assert_snapshot!(format!("01_open_device-{name}"), format!("--- {}\n{err}", status(&out)));
-        });
+        let raw = format!("--- {}\n{err}", status(&out));
+        let text = redact_sections(&raw, &Picks::alone(&stdout(&out)), dev);
+        snapshots(|| insta::assert_snapshot!(format!("01_open_device-{case}"), text));
+        book_output("break_it", &format!("01_open_device-{case}"), &raw);
     }
 }

@@ -1,20 +1,18 @@
 //! The lab's own acceptance check, independent of our code: Debian's C `ibv_rc_pingpong`
-//! completes a full 1000-iteration run on this machine's device (rxe0 in the lab VM, with
-//! its IPv4-mapped GID at index 1). If this fails, the device is broken, not the steps.
+//! completes a full 1000-iteration run on this machine's device (`RDMA_DEVICE`,
+//! `RDMA_IB_PORT`, `RDMA_GID_INDEX`: rxe0, port 1, GID index 1 in the lab VM). If this
+//! fails, the device is broken, not the steps.
+
+mod common;
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const PORT: u16 = 18599;
-
-fn gid_index() -> String {
-    std::env::var("RDMA_GID_INDEX").unwrap_or_else(|_| "1".into())
-}
-
-fn pingpong(host: Option<&str>) -> Child {
+fn pingpong(port: u16, host: Option<&str>) -> Child {
     let mut cmd = Command::new("timeout");
     // A bounded run: a broken device must fail the test, not hang it.
-    cmd.args(["60", "ibv_rc_pingpong", "-g", &gid_index(), "-p", &PORT.to_string(), "-n", "1000"]);
+    cmd.args(["60", "ibv_rc_pingpong"]).args(common::device_args());
+    cmd.args(["-p", &port.to_string(), "-n", "1000"]);
     cmd.args(host);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn ibv_rc_pingpong")
 }
@@ -38,9 +36,10 @@ fn text(out: &Output) -> String {
 
 #[test]
 fn c_rc_pingpong_server_and_client_complete_1000_iterations() {
-    let mut server = pingpong(None);
+    let port = common::tcp_port();
+    let mut server = pingpong(port, None);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !listening(PORT) {
+    while !listening(port) {
         if server.try_wait().unwrap().is_some() {
             let out = server.wait_with_output().unwrap();
             panic!(
@@ -49,10 +48,10 @@ fn c_rc_pingpong_server_and_client_complete_1000_iterations() {
                 text(&out)
             );
         }
-        assert!(Instant::now() < deadline, "the C server never listened on port {PORT}");
+        assert!(Instant::now() < deadline, "the C server never listened on port {port}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let client = pingpong(Some("127.0.0.1")).wait_with_output().unwrap();
+    let client = pingpong(port, Some("127.0.0.1")).wait_with_output().unwrap();
     let server = server.wait_with_output().unwrap();
     for (role, out) in [("server", &server), ("client", &client)] {
         assert!(out.status.success(), "{role} failed:\n{}", text(out));

@@ -7,17 +7,17 @@
 
 mod common;
 
-use common::{args, assert_ok, device_args, device_lock, run_pair, stdout};
+use common::{args, assert_ok, device_args, device_lock, run_pair, stdout, tcp_port};
 
 const C_PINGPONG: &str = "ibv_rc_pingpong";
 const OURS: &str = env!("CARGO_BIN_EXE_08_poll_cq");
 
-/// Runs `server` ↔ `client` on `port` with `extra` flags on both sides and checks both
-/// report `iters` iterations.
-fn interop(server: &str, client: &str, port: u16, extra: &[&str], iters: u32) {
+/// Runs `server` ↔ `client` with `extra` flags on both sides and checks both report
+/// `iters` iterations.
+fn interop(server: &str, client: &str, extra: &[&str], iters: u32) {
     let _device = device_lock();
     let mut server_args = device_args();
-    server_args.extend(args(&["-p", &port.to_string()]));
+    server_args.extend(args(&["-p", &tcp_port().to_string()]));
     server_args.extend(args(extra));
     let mut client_args = server_args.clone();
     client_args.push("127.0.0.1".into());
@@ -35,50 +35,50 @@ fn interop(server: &str, client: &str, port: u16, extra: &[&str], iters: u32) {
 
 #[test]
 fn defaults_our_server_c_client() {
-    interop(OURS, C_PINGPONG, 18701, &[], 1000);
+    interop(OURS, C_PINGPONG, &[], 1000);
 }
 
 #[test]
 fn defaults_c_server_our_client() {
-    interop(C_PINGPONG, OURS, 18702, &[], 1000);
+    interop(C_PINGPONG, OURS, &[], 1000);
 }
 
 #[test]
 fn events_our_server_c_client() {
-    interop(OURS, C_PINGPONG, 18703, &["-e", "-n", "200"], 200);
+    interop(OURS, C_PINGPONG, &["-e", "-n", "200"], 200);
 }
 
 #[test]
 fn events_c_server_our_client() {
-    interop(C_PINGPONG, OURS, 18704, &["-e", "-n", "200"], 200);
+    interop(C_PINGPONG, OURS, &["-e", "-n", "200"], 200);
 }
 
 #[test]
 fn chk_our_server_c_client() {
-    interop(OURS, C_PINGPONG, 18705, &["-c", "-n", "200"], 200);
+    interop(OURS, C_PINGPONG, &["-c", "-n", "200"], 200);
 }
 
 #[test]
 fn chk_c_server_our_client() {
-    interop(C_PINGPONG, OURS, 18706, &["-c", "-n", "200"], 200);
+    interop(C_PINGPONG, OURS, &["-c", "-n", "200"], 200);
 }
 
 #[test]
 fn size_64_our_server_c_client() {
-    interop(OURS, C_PINGPONG, 18707, &["-s", "64", "-n", "200"], 200);
+    interop(OURS, C_PINGPONG, &["-s", "64", "-n", "200"], 200);
 }
 
 #[test]
 fn size_64_c_server_our_client() {
-    interop(C_PINGPONG, OURS, 18708, &["-s", "64", "-n", "200"], 200);
+    interop(C_PINGPONG, OURS, &["-s", "64", "-n", "200"], 200);
 }
 
 #[test]
 fn size_65536_our_server_c_client() {
-    interop(OURS, C_PINGPONG, 18709, &["-s", "65536", "-n", "200"], 200);
+    interop(OURS, C_PINGPONG, &["-s", "65536", "-n", "200"], 200);
 }
 
 #[test]
 fn size_65536_c_server_our_client() {
-    interop(C_PINGPONG, OURS, 18710, &["-s", "65536", "-n", "200"], 200);
+    interop(C_PINGPONG, OURS, &["-s", "65536", "-n", "200"], 200);
 }

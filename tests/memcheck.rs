@@ -14,12 +14,16 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn every_step_is_clean_under_valgrind_memcheck() {
-    common::require_device();
+    let dev = common::device();
     let bins = Path::new(env!("CARGO_BIN_EXE_01_open_device")).parent().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("lab/memcheck");
     let started = Instant::now();
     let child = Command::new(&script)
         .env("MEMCHECK_BIN", bins)
+        .env("RDMA_DEVICE", &dev.name)
+        .env("RDMA_GID_INDEX", dev.gid_index.to_string())
+        // One port per step pair (05–09), none another test uses.
+        .env("MEMCHECK_PORT", common::tcp_ports(5).to_string())
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -1,36 +1,53 @@
 //! Snapshot tests: every step's trace on a real device, server and client for 05–09.
 //!
-//! These are the book's "Run it" listings. They run the real binaries on the device given
-//! by `RDMA_DEVICE` (default: the first one) with `-g $RDMA_GID_INDEX` (default 1), and fail
-//! when there is no device: run them with `lab/test` or `lab/run cargo test`.
+//! They run the real binaries on the device, port and GID index of `RDMA_DEVICE`,
+//! `RDMA_IB_PORT` and `RDMA_GID_INDEX` (defaults in `tests/common`), and fail when there
+//! is no device: run them with `lab/test` or `lab/run cargo test`.
+//!
+//! A snapshot keeps what the program does — the verbs, their order, the arguments it
+//! chose, the state changes and masks — and names what the device reports or the run
+//! picks (`common::redact`): `[MAX_QP]`, `[ACTIVE_MTU]`, `[GID_TABLE]`, `[QPN:server]`…,
+//! each only where it is the device's own answer or the side's own value. The book's
+//! "Run it" listings are the real output behind each snapshot (`common::book_output`).
 
 mod common;
 
-use common::{args, assert_ok, device_args, device_lock, run, run_pair, stdout, with_filters};
+use common::{
+    args, assert_ok, book_output, device, device_args, device_lock, redact, run, run_pair, snapshots, stdout,
+    tcp_port, Picks, Side,
+};
 
 /// A single-process step (01–04): one snapshot, `steps__<bin>.snap`.
 fn single(bin: &str, program: &str) {
     let _device = device_lock();
     let out = run(program, &device_args());
     assert_ok(bin, &out);
-    with_filters(|| insta::assert_snapshot!(bin, stdout(&out)));
+    let raw = stdout(&out);
+    let text = redact(&raw, Side::Alone, &Picks::alone(&raw), device());
+    snapshots(|| insta::assert_snapshot!(bin, text));
+    book_output("steps", bin, &raw);
 }
 
 /// A two-role step (05–09): `steps__<bin>-server.snap` and `steps__<bin>-client.snap`.
-/// Each test gets its own TCP port: test binaries may run next to each other.
-fn pair(bin: &str, program: &str, port: u16) {
+fn pair(bin: &str, program: &str) {
     let _device = device_lock();
     let mut server = device_args();
-    server.extend(args(&["-p", &port.to_string()]));
+    server.extend(args(&["-p", &tcp_port().to_string()]));
     let mut client = server.clone();
     client.push("127.0.0.1".into());
     let (s, c) = run_pair(program, &server, program, &client);
     assert_ok(&format!("{bin} server"), &s);
     assert_ok(&format!("{bin} client"), &c);
-    with_filters(|| {
-        insta::assert_snapshot!(format!("{bin}-server"), stdout(&s));
-        insta::assert_snapshot!(format!("{bin}-client"), stdout(&c));
+    let (s, c) = (stdout(&s), stdout(&c));
+    let run = Picks::pair(&s, &c);
+    let server_text = redact(&s, Side::Server, &run, device());
+    let client_text = redact(&c, Side::Client, &run, device());
+    snapshots(|| {
+        insta::assert_snapshot!(format!("{bin}-server"), server_text);
+        insta::assert_snapshot!(format!("{bin}-client"), client_text);
     });
+    book_output("steps", &format!("{bin}-server"), &s);
+    book_output("steps", &format!("{bin}-client"), &c);
 }
 
 #[test]
@@ -55,25 +72,25 @@ fn step_04_create_qp() {
 
 #[test]
 fn step_05_modify_qp_rtr() {
-    pair("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"), 18605);
+    pair("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"));
 }
 
 #[test]
 fn step_06_modify_qp_rts() {
-    pair("06_modify_qp_rts", env!("CARGO_BIN_EXE_06_modify_qp_rts"), 18606);
+    pair("06_modify_qp_rts", env!("CARGO_BIN_EXE_06_modify_qp_rts"));
 }
 
 #[test]
 fn step_07_post_send() {
-    pair("07_post_send", env!("CARGO_BIN_EXE_07_post_send"), 18607);
+    pair("07_post_send", env!("CARGO_BIN_EXE_07_post_send"));
 }
 
 #[test]
 fn step_08_poll_cq() {
-    pair("08_poll_cq", env!("CARGO_BIN_EXE_08_poll_cq"), 18608);
+    pair("08_poll_cq", env!("CARGO_BIN_EXE_08_poll_cq"));
 }
 
 #[test]
 fn step_09_rdma_write() {
-    pair("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"), 18609);
+    pair("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"));
 }

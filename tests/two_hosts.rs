@@ -192,20 +192,20 @@ fn who(ip: &str) -> &'static str {
 
 #[test]
 fn step_05_sends_nothing_on_the_wire() {
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_05_modify_qp_rtr"), "-p 18701", "05");
+    let run = across_two_hosts(env!("CARGO_BIN_EXE_05_modify_qp_rtr"), &format!("-p {}", common::tcp_port()), "05");
     // Moving a QP through INIT and RTR is local state: no packet until something is posted.
     assert!(run.packets.is_empty(), "{:?}", run.packets);
 }
 
 #[test]
 fn step_06_sends_nothing_on_the_wire() {
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_06_modify_qp_rts"), "-p 18702", "06");
+    let run = across_two_hosts(env!("CARGO_BIN_EXE_06_modify_qp_rts"), &format!("-p {}", common::tcp_port()), "06");
     assert!(run.packets.is_empty(), "{:?}", run.packets);
 }
 
 #[test]
 fn step_07_sends_one_send_each_way_starting_at_the_exchanged_psns() {
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_07_post_send"), "-p 18703", "07");
+    let run = across_two_hosts(env!("CARGO_BIN_EXE_07_post_send"), &format!("-p {}", common::tcp_port()), "07");
     for (sender, receiver, ip) in [("h2", "h1", "192.0.2.2"), ("h1", "h2", "192.0.2.1")] {
         let psn = run.local_psn(sender);
         let sends: Vec<&Packet> = run.packets.iter().filter(|p| p.src == ip && p.opcode.contains("Send")).collect();
@@ -229,7 +229,7 @@ fn step_07_sends_one_send_each_way_starting_at_the_exchanged_psns() {
 fn step_08_ping_pong_crosses_the_wire() {
     // Three round trips of one-packet messages (1024 bytes at path MTU 1024: SEND Only),
     // so the whole conversation fits on a page of the book.
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_08_poll_cq"), "-p 18704 -n 3 -s 1024", "08");
+    let run = across_two_hosts(env!("CARGO_BIN_EXE_08_poll_cq"), &format!("-p {} -n 3 -s 1024", common::tcp_port()), "08");
     assert!(run.output.contains("[h1] 3 iters in"), "{}", run.output);
     assert!(run.output.contains("[h2] 3 iters in"), "{}", run.output);
     let (client, server) = (run.local_psn("h2"), run.local_psn("h1"));
@@ -262,7 +262,7 @@ fn step_08_ping_pong_crosses_the_wire() {
 
 #[test]
 fn step_09_writes_with_the_exchanged_rkey_and_address() {
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_09_rdma_write"), "-p 18705", "09");
+    let run = across_two_hosts(env!("CARGO_BIN_EXE_09_rdma_write"), &format!("-p {}", common::tcp_port()), "09");
     let rkey = run.local("h1", "RKEY");
     let addr = run.local("h1", "ADDR");
     let psn = run.local_psn("h2");
@@ -335,7 +335,7 @@ fn a_path_mtu_above_the_link_mtu_puts_nothing_on_the_wire() {
     // -m 4096 on both sides, over Ethernet with MTU 1500 (rxe's active_mtu: 1024), and a
     // message bigger than the link carries (-s 4096, 07's default): one 4096-byte packet.
     let exe = env!("CARGO_BIN_EXE_07_post_send");
-    let args = "-g 1 -p 18706 -m 4096 -s 4096 --timeout 5";
+    let args = &format!("-g 1 -p {} -m 4096 -s 4096 --timeout 5", common::tcp_port());
     let run = across_two_hosts_as(
         "07-mtu-4096",
         &format!("{exe} {args}; {COUNTERS}"),
@@ -385,7 +385,7 @@ fn a_path_mtu_above_the_link_mtu_puts_nothing_on_the_wire() {
 fn a_host_that_dies_mid_run_leaves_the_survivor_to_its_watchdog() {
     let exe = env!("CARGO_BIN_EXE_08_poll_cq");
     // One-packet messages, so a retransmission is one packet with one PSN.
-    let args = "-g 1 -p 18707 -n 1000000 -s 1024 --timeout 5";
+    let args = &format!("-g 1 -p {} -n 1000000 -s 1024 --timeout 5", common::tcp_port());
     // h1, the server, dies one second into the ping-pong: sysrq 'b' resets its VM at once,
     // the nearest thing to pulling the plug. (Its trace is watched for the exchange's last
     // line so that the ping-pong is surely running.)

@@ -1,17 +1,23 @@
-//! What the device tests share: the device to use, running step binaries with a bounded
-//! wait, server/client pairs, and the one redaction table for snapshots.
+//! What the device tests share: the device to use and what it says about itself, running
+//! step binaries with a bounded wait, server/client pairs, TCP ports no two tests share,
+//! the one redaction table for snapshots, and the book's real outputs.
 
 #![allow(dead_code)] // each test file uses a different subset
 
+use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::Path;
+use std::net::TcpListener;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Every value the device or the run picks, behind its key, and what it becomes in a
-/// snapshot. The trace puts each such value behind its own key (see `src/trace.rs`), so
-/// one rule per key is enough.
+use regex::Regex;
+
+/// The filters of the tests that cannot ask the device: `tests/two_hosts.rs` runs on the
+/// host and boots two lab VMs. The device tests use [`redact`], which checks what it hides.
 pub const FILTERS: &[(&str, &str)] = &[
     (r"\b(qp_num|dest_qp_num)=0x[0-9a-f]{6}", "$1=[QPN]"),
     (r"\b(rq_psn|sq_psn)=0x[0-9a-f]{6}", "$1=[PSN]"),
@@ -33,12 +39,20 @@ pub const FILTERS: &[(&str, &str)] = &[
     (r"in \d+\.\d+ seconds = \d+\.\d+ ", "in [TIME] seconds = [RATE] "),
 ];
 
-/// Runs `f` with the shared filter table applied to snapshots.
+/// Runs `f` with [`FILTERS`] applied to snapshots.
 pub fn with_filters(f: impl FnOnce()) {
     let mut settings = insta::Settings::clone_current();
     for (regex, replacement) in FILTERS {
         settings.add_filter(regex, *replacement);
     }
+    settings.set_prepend_module_to_snapshot(true);
+    settings.bind(f);
+}
+
+/// Runs `f` (which asserts snapshots of texts already passed through [`redact`]) with the
+/// settings every snapshot here uses.
+pub fn snapshots(f: impl FnOnce()) {
+    let mut settings = insta::Settings::clone_current();
     settings.set_prepend_module_to_snapshot(true);
     settings.bind(f);
 }
@@ -59,16 +73,582 @@ pub fn require_device() {
     assert!(any, "no RDMA device: run `lab/test` or `lab/run cargo test`");
 }
 
-/// `-d <RDMA_DEVICE>` when the variable is set (default: the binaries' own first device),
-/// then `-g <RDMA_GID_INDEX>` (default 1, the lab's IPv4-mapped RoCE v2 GID).
-pub fn device_args() -> Vec<String> {
-    let mut args = Vec::new();
-    if let Ok(dev) = std::env::var("RDMA_DEVICE") {
-        args.extend(["-d".to_string(), dev]);
+// ---------------------------------------------------------------------------------------
+// The device under test
+// ---------------------------------------------------------------------------------------
+
+/// The device, port and GID index every device test uses, and what the device says about
+/// itself (`ibv_devinfo`, rdma-core's own tool, not our code).
+///
+/// They come from `RDMA_DEVICE`, `RDMA_IB_PORT` and `RDMA_GID_INDEX`. Unset, they default to
+/// the first device `ibv_devinfo -l` lists, port 1, and the index of that port's first
+/// RoCE v2 IPv4-mapped GID (`::ffff:a.b.c.d`; 0 on InfiniBand) — in the lab VM: `rxe0`,
+/// 1, 1. The lab sets all three to the device it created.
+pub struct Device {
+    /// The device's name (`-d`).
+    pub name: String,
+    /// The port (`-i`).
+    pub port: u8,
+    /// The GID index (`-g`).
+    pub gid_index: u32,
+    /// Every device, in `ibv_get_device_list` order (`ibv_devinfo -l`).
+    pub all: Vec<String>,
+    /// `key: value` lines of `ibv_devinfo -v -d NAME -i PORT`.
+    info: BTreeMap<String, String>,
+    /// The port's GID table as `ibv_devinfo -v` lists it (non-empty entries only): index,
+    /// GID in `inet_ntop` form, and type as our trace writes it (`RoCE_v2`).
+    pub gids: Vec<(u32, String, String)>,
+    /// What all this was read from: the choice, then both `ibv_devinfo` outputs. The book
+    /// keeps it next to its outputs (`book/src/output/device.txt`) so they can be checked
+    /// against the snapshots without the device.
+    pub text: String,
+}
+
+/// The device of this test run, asked once; panics (the test fails) without one.
+pub fn device() -> &'static Device {
+    static DEVICE: OnceLock<Device> = OnceLock::new();
+    DEVICE.get_or_init(Device::probe)
+}
+
+/// `program args` must succeed; its stdout.
+fn command_text(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program} (Debian: ibverbs-utils): {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {} failed ({}): {}— is there an RDMA device? Run the tests with `lab/test` or \
+         `lab/run cargo test`",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Device {
+    fn probe() -> Device {
+        require_device();
+        let list = command_text("ibv_devinfo", &["-l"]);
+        let all = parse_device_list(&list);
+        let name = std::env::var("RDMA_DEVICE")
+            .unwrap_or_else(|_| all.first().cloned().expect("ibv_devinfo -l lists no device"));
+        let port = std::env::var("RDMA_IB_PORT").unwrap_or_else(|_| "1".into());
+        let verbose = command_text("ibv_devinfo", &["-v", "-d", &name, "-i", &port]);
+        let gid_index = std::env::var("RDMA_GID_INDEX").unwrap_or_else(|_| {
+            let (info, gids) = parse_devinfo(&verbose);
+            if info.get("link_layer").is_some_and(|l| l == "InfiniBand") {
+                return "0".into();
+            }
+            let v4 = gids.iter().find(|(_, gid, ty)| gid.starts_with("::ffff:") && gid.contains('.') && ty == "RoCE_v2");
+            v4.map(|(i, _, _)| i.to_string()).unwrap_or_else(|| {
+                panic!("{name} port {port} has no RoCE v2 IPv4 GID: set RDMA_GID_INDEX\n{verbose}")
+            })
+        });
+        Device::parse(&format!(
+            "RDMA_DEVICE={name}\nRDMA_IB_PORT={port}\nRDMA_GID_INDEX={gid_index}\n\
+             --- ibv_devinfo -l\n{list}--- ibv_devinfo -v -d {name} -i {port}\n{verbose}"
+        ))
     }
-    let gid = std::env::var("RDMA_GID_INDEX").unwrap_or_else(|_| "1".into());
-    args.extend(["-g".to_string(), gid]);
-    args
+
+    /// Reads back what [`Device::probe`] wrote (also the book's `output/device.txt`).
+    pub fn parse(text: &str) -> Device {
+        let var = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("no {key}= in the device description:\n{text}"))
+                .to_string()
+        };
+        let section = |title: &str| {
+            let start = text.find(title).unwrap_or_else(|| panic!("no `{title}` in:\n{text}")) + title.len();
+            let rest = &text[start..];
+            let rest = &rest[rest.find('\n').map_or(rest.len(), |i| i + 1)..];
+            rest[..rest.find("\n--- ").map_or(rest.len(), |i| i + 1)].to_string()
+        };
+        let (info, gids) = parse_devinfo(&section("--- ibv_devinfo -v"));
+        Device {
+            name: var("RDMA_DEVICE"),
+            port: var("RDMA_IB_PORT").parse().expect("RDMA_IB_PORT is a port number"),
+            gid_index: var("RDMA_GID_INDEX").parse().expect("RDMA_GID_INDEX is a GID index"),
+            all: parse_device_list(&section("--- ibv_devinfo -l")),
+            info,
+            gids,
+            text: text.to_string(),
+        }
+    }
+
+    /// `ibv_devinfo`'s value for `key`, e.g. `max_qp`.
+    fn info(&self, key: &str) -> &str {
+        self.info.get(key).unwrap_or_else(|| panic!("ibv_devinfo -v does not say {key}:\n{}", self.text))
+    }
+
+    fn number(&self, key: &str) -> u64 {
+        let v = self.info(key);
+        let v = v.split_whitespace().next().unwrap_or("");
+        match v.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => v.parse(),
+        }
+        .unwrap_or_else(|_| panic!("ibv_devinfo's {key} is not a number: {v}"))
+    }
+
+    /// The GID at our index, in `inet_ntop` form.
+    pub fn gid(&self) -> &str {
+        self.gids.iter().find(|(i, _, _)| *i == self.gid_index).map(|(_, g, _)| g.as_str()).unwrap_or_else(|| {
+            panic!("{} port {} has no GID at index {} (RDMA_GID_INDEX):\n{}", self.name, self.port, self.gid_index, self.text)
+        })
+    }
+
+    /// A GID index inside the table with no GID behind it: the first empty entry.
+    pub fn empty_gid_index(&self) -> u32 {
+        (0..self.number("gid_tbl_len") as u32)
+            .find(|i| self.gids.iter().all(|(g, _, _)| g != i))
+            .expect("a GID table with an empty entry")
+    }
+
+    /// The length of the port's GID table (`gid_tbl_len`), empty entries included.
+    pub fn gid_tbl_len(&self) -> u64 {
+        self.number("gid_tbl_len")
+    }
+
+    /// A port the device does not have: one past its last.
+    pub fn port_past_end(&self) -> u64 {
+        self.number("phys_port_cnt") + 1
+    }
+
+    /// The value a fact has in the trace's own format (see [`DEVICE_VALUES`]).
+    fn fact(&self, name: &str) -> String {
+        let mtu = |key| format!("IBV_MTU_{}", self.info(key).split_whitespace().next().unwrap_or(""));
+        match name {
+            "device" => self.name.clone(),
+            "devices" => self.all.join(", "),
+            "first_device" => self.all.first().cloned().unwrap_or_default(),
+            "num_devices" => self.all.len().to_string(),
+            // ibv_devinfo writes the GUID as four colon-separated groups of hex digits.
+            "node_guid" => {
+                let hex = self.info("node_guid").replace(':', "");
+                let guid = u64::from_str_radix(&hex, 16).unwrap_or_else(|_| panic!("node_guid {hex}"));
+                format!("0x{guid:016x}")
+            }
+            "vendor_id" => format!("0x{:04x}", self.number("vendor_id")),
+            "max_mr_size" => format!("0x{:016x}", self.number("max_mr_size")),
+            "lid" => format!("0x{:04x}", self.number("port_lid")),
+            "max_mtu" | "active_mtu" => mtu(name),
+            "ib_port" => self.port.to_string(),
+            "gid_index" => self.gid_index.to_string(),
+            "gid" => self.gid().to_string(),
+            "gid_entries" => self.gids.len().to_string(),
+            "gid_list" => {
+                self.gids.iter().map(|(i, g, _)| format!("{i} ({g})")).collect::<Vec<_>>().join(", ")
+            }
+            "empty_gid_index" => self.empty_gid_index().to_string(),
+            "port_past_end" => self.port_past_end().to_string(),
+            key => self.info(key).to_string(),
+        }
+    }
+
+    /// `-d NAME -i PORT -g INDEX`, the flags every device test passes.
+    pub fn args(&self) -> Vec<String> {
+        args(&["-d", &self.name, "-i", &self.port.to_string(), "-g", &self.gid_index.to_string()])
+    }
+}
+
+/// The names in `ibv_devinfo -l`'s output ("1 HCA found:", then one indented name a line).
+fn parse_device_list(text: &str) -> Vec<String> {
+    text.lines().filter(|l| l.starts_with(char::is_whitespace)).map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
+}
+
+/// `ibv_devinfo -v`'s `key: value` lines, and its `GID[  N]: gid, type` lines.
+fn parse_devinfo(text: &str) -> (BTreeMap<String, String>, Vec<(u32, String, String)>) {
+    let mut info = BTreeMap::new();
+    let mut gids = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("GID[") {
+            let (index, value) = rest.split_once("]:").expect("GID[ N]: ...");
+            let value = value.trim();
+            // InfiniBand GIDs have no type after them.
+            let (gid, ty) = value.split_once(", ").unwrap_or((value, "IB"));
+            gids.push((index.trim().parse().expect("a GID index"), gid.to_string(), ty.replace(' ', "_")));
+        } else if let Some((key, value)) = line.split_once(':') {
+            if !key.contains(char::is_whitespace) && !key.is_empty() {
+                info.entry(key.to_string()).or_insert_with(|| value.trim().to_string());
+            }
+        }
+    }
+    (info, gids)
+}
+
+/// `-d <device> -i <port> -g <GID index>` of [`device`].
+pub fn device_args() -> Vec<String> {
+    device().args()
+}
+
+// ---------------------------------------------------------------------------------------
+// Redaction: snapshots keep what the program does, name what the device and the run pick
+// ---------------------------------------------------------------------------------------
+
+/// What the device reports, by where the trace or an error message shows it: (text before
+/// the value, fact, placeholder). A value is replaced only when it *is* the device's own
+/// answer (`ibv_devinfo`, or the device, port and GID index the test chose), so a snapshot
+/// passes on any device, and a trace that misreports its device keeps the wrong number and
+/// fails. `[DEVICE]` is the name, `[IB_PORT]` the port, `[GID_INDEX]` and `[GID]` the GID
+/// chosen; the rest are `ibv_devinfo`'s names. A port's GID table (one line per address of
+/// its netdev) becomes one `[GID_TABLE]` line once every entry matches `ibv_devinfo`.
+pub const DEVICE_VALUES: &[(&str, &str, &str)] = &[
+    (r"\bnum_devices=", "num_devices", "NUM_DEVICES"),
+    (r"this host has: ", "devices", "DEVICES"),
+    (r"\b(?:name|device)=", "device", "DEVICE"),
+    (r"(?:cause: |\bof )", "device", "DEVICE"),
+    (r"-d ", "first_device", "FIRST_DEVICE"),
+    (r"\b(?:guid|node_guid)=", "node_guid", "NODE_GUID"),
+    (r"\bfw_ver=", "fw_ver", "FW_VER"),
+    (r"\bvendor_id=", "vendor_id", "VENDOR_ID"),
+    (r"\bphys_port_cnt=", "phys_port_cnt", "PHYS_PORT_CNT"),
+    (r"\bhas ", "phys_port_cnt", "PHYS_PORT_CNT"),
+    (r"\busing port ", "port_past_end", "PHYS_PORT_CNT+1"),
+    (r"\bmax_qp=", "max_qp", "MAX_QP"),
+    (r"\bmax_qp_wr=", "max_qp_wr", "MAX_QP_WR"),
+    (r"\bmax_sge=", "max_sge", "MAX_SGE"),
+    (r"\bmax_cq=", "max_cq", "MAX_CQ"),
+    (r"\bmax_cqe=", "max_cqe", "MAX_CQE"),
+    (r"\bmax_mr=", "max_mr", "MAX_MR"),
+    (r"\bmax_mr_size=", "max_mr_size", "MAX_MR_SIZE"),
+    (r"\bmax_pd=", "max_pd", "MAX_PD"),
+    (r"\b(?:port_num|ah_attr\.port_num)=", "ib_port", "IB_PORT"),
+    (r"(?:\blid=|\bdlid=|LID )", "lid", "LID"),
+    (r"\blink_layer=", "link_layer", "LINK_LAYER"),
+    (r"\bmax_mtu=", "max_mtu", "MAX_MTU"),
+    (r"\bactive_mtu=", "active_mtu", "ACTIVE_MTU"),
+    (r"\bgid_tbl_len=", "gid_tbl_len", "GID_TBL_LEN"),
+    (r"\bentries=", "gid_entries", "GID_ENTRIES"),
+    (r"\b(?:index|sgid_index)=", "gid_index", "GID_INDEX"),
+    (r"(?:\bgid=|\bdgid=|, GID )", "gid", "GID"),
+    // 01 with an empty GID index (tests/break_it.rs picks the first one).
+    (r"(?:\(index |GID entry |none is at )", "empty_gid_index", "EMPTY_GID_INDEX"),
+    (r"holds a GID: ", "gid_list", "GID_LIST"),
+];
+
+/// Values each run picks anew, by key: (pattern with the text before the value as `pre` and
+/// the value as `v`, kinds the value may be, whose it should be). A value becomes
+/// `[KIND:server]` or `[KIND:client]` after the side that picked it (a single process:
+/// `[KIND]`), so a snapshot shows who talks to whom — the server's `dest_qp_num` is
+/// `[QPN:client]` — and `[KIND:other]` when it is neither side's (a `--break` case that
+/// connects to a QPN nobody has). Longer keys come first: `\brkey=` also matches in
+/// `wr.rdma.rkey=`.
+const RUN_VALUES: &[(&str, &[Kind], Whose)] = &[
+    (r"(?P<pre>\bdest_qp_num=)(?P<v>0x[0-9a-f]{6})", &[Kind::Qpn], Whose::Peer),
+    (r"(?P<pre>\bqp_num=)(?P<v>0x[0-9a-f]{6})", &[Kind::Qpn], Whose::Own),
+    (r"(?P<pre>\brq_psn=)(?P<v>0x[0-9a-f]{6})", &[Kind::Psn], Whose::Peer),
+    (r"(?P<pre>\bsq_psn=)(?P<v>0x[0-9a-f]{6})", &[Kind::Psn], Whose::Own),
+    (r"(?P<pre>\bwr\.rdma\.rkey=)(?P<v>0x[0-9a-f]{8})", &[Kind::Rkey, Kind::Lkey], Whose::Peer),
+    (r"(?P<pre>\brkey=)(?P<v>0x[0-9a-f]{8})", &[Kind::Rkey, Kind::Lkey], Whose::Own),
+    (r"(?P<pre>\blkey=)(?P<v>0x[0-9a-f]{8})", &[Kind::Lkey, Kind::Rkey], Whose::Own),
+    (r"(?P<pre>\bwr\.rdma\.remote_addr=)(?P<v>0x[0-9a-f]{16})", &[Kind::Addr], Whose::Peer),
+    (r"(?P<pre>\baddr=)(?P<v>0x[0-9a-f]{16})", &[Kind::Addr], Whose::Own),
+    // rc_pingpong's address lines: ours (`loopback:` when a QP talks to itself), the peer's.
+    (r"(?m)(?P<pre>^  (?:local address|loopback): .*?QPN )(?P<v>0x[0-9a-f]{6})", &[Kind::Qpn], Whose::Own),
+    (r"(?m)(?P<pre>^  (?:local address|loopback): .*?PSN )(?P<v>0x[0-9a-f]{6})", &[Kind::Psn], Whose::Own),
+    (r"(?m)(?P<pre>^  (?:local address|loopback): .*?RKEY )(?P<v>0x[0-9a-f]{8})", &[Kind::Rkey], Whose::Own),
+    (r"(?m)(?P<pre>^  (?:local address|loopback): .*?ADDR )(?P<v>0x[0-9a-f]{16})", &[Kind::Addr], Whose::Own),
+    (r"(?m)(?P<pre>^  remote address: .*?QPN )(?P<v>0x[0-9a-f]{6})", &[Kind::Qpn], Whose::Peer),
+    (r"(?m)(?P<pre>^  remote address: .*?PSN )(?P<v>0x[0-9a-f]{6})", &[Kind::Psn], Whose::Peer),
+    (r"(?m)(?P<pre>^  remote address: .*?RKEY )(?P<v>0x[0-9a-f]{8})", &[Kind::Rkey], Whose::Peer),
+    (r"(?m)(?P<pre>^  remote address: .*?ADDR )(?P<v>0x[0-9a-f]{16})", &[Kind::Addr], Whose::Peer),
+];
+
+/// What is left: values that depend on time and load, and the sizes the device grants
+/// (at least what was asked, which [`redact`] checks; more where the device rounds up:
+/// rxe's CQ of 501 has 511 entries).
+const OTHER_VALUES: &[(&str, &str)] = &[
+    (r"(?P<pre>\bcap\.\w+=\d+→)\d+", "${pre}[GRANTED]"),
+    (r"(?P<pre>\bcq\.cqe=)\d+", "${pre}[GRANTED]"),
+    (r"(?P<pre>\bcap\.max_inline_data=)\d+", "${pre}[GRANTED]"),
+    (r"\bport=\d+", "port=[PORT]"),
+    (r"\bnevents=\d+", "nevents=[COUNT]"),
+    // 08's watchdog says how far the ping-pong got when the peer fell silent.
+    (r"after \d+ of (\d+) sends and \d+ of (\d+) receives", "after [COUNT] of $1 sends and [COUNT] of $2 receives"),
+    (r"in \d+\.\d+ seconds = \d+\.\d+ ", "in [TIME] seconds = [RATE] "),
+];
+
+/// A run-picked value's kind, named as in its placeholder.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Kind {
+    Qpn,
+    Psn,
+    Lkey,
+    Rkey,
+    Addr,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Qpn => "QPN",
+            Kind::Psn => "PSN",
+            Kind::Lkey => "LKEY",
+            Kind::Rkey => "RKEY",
+            Kind::Addr => "ADDR",
+        }
+    }
+}
+
+/// Whose value a key should hold: the printing side's own, or its peer's.
+#[derive(Clone, Copy)]
+enum Whose {
+    Own,
+    Peer,
+}
+
+/// Which process printed a text.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Side {
+    /// A single process (01–04, and 03/04's `--break` cases, whose QP talks to itself).
+    Alone,
+    Server,
+    Client,
+}
+
+impl Side {
+    fn label(self) -> &'static str {
+        match self {
+            Side::Alone => "",
+            Side::Server => "server",
+            Side::Client => "client",
+        }
+    }
+}
+
+/// The values each side of one run picked, read from its own trace: the QPN of the QP it
+/// created, the PSN it announced, the addresses and keys of the MRs it registered.
+pub struct Picks {
+    sides: Vec<(Side, Vec<(Kind, String)>)>,
+}
+
+impl Picks {
+    /// One process and its trace.
+    pub fn alone(trace: &str) -> Picks {
+        Picks { sides: vec![(Side::Alone, picked(trace))] }
+    }
+
+    /// A server and a client, and their traces.
+    pub fn pair(server: &str, client: &str) -> Picks {
+        Picks { sides: vec![(Side::Server, picked(server)), (Side::Client, picked(client))] }
+    }
+
+    /// The sides of a text as [`redact_sections`] splits it: `--- server` / `--- client`
+    /// sections (a break-it trace snapshot), or one process.
+    pub fn from_sections(text: &str) -> Picks {
+        let section = |name: &str| {
+            let start = text.find(&format!("--- {name}"))?;
+            let body = &text[start..];
+            let body = &body[body.find('\n').map_or(body.len(), |i| i + 1)..];
+            Some(body[..body.find("\n--- ").map_or(body.len(), |i| i + 1)].to_string())
+        };
+        match (section("server"), section("client")) {
+            (Some(server), Some(client)) => Picks::pair(&server, &client),
+            _ => Picks::alone(text),
+        }
+    }
+
+    /// The placeholder for `value` of one of `kinds`, looking first at `order`'s sides.
+    fn label(&self, kinds: &[Kind], value: &str, order: &[Side]) -> String {
+        for &kind in kinds {
+            for side in order {
+                let Some((_, values)) = self.sides.iter().find(|(s, _)| s == side) else { continue };
+                if values.iter().any(|(k, v)| *k == kind && v == value) {
+                    return match side {
+                        Side::Alone => format!("[{}]", kind.name()),
+                        _ => format!("[{}:{}]", kind.name(), side.label()),
+                    };
+                }
+            }
+        }
+        format!("[{}:other]", kinds[0].name())
+    }
+}
+
+fn picked(trace: &str) -> Vec<(Kind, String)> {
+    static PICKED: OnceLock<[(Regex, &[Kind]); 3]> = OnceLock::new();
+    let rules = PICKED.get_or_init(|| {
+        [
+            (Regex::new(r"(?m)^ibv_create_qp .*\bqp_num=(0x[0-9a-f]{6})").unwrap(), &[Kind::Qpn][..]),
+            (Regex::new(r"(?m)^  (?:local address|loopback): .*\bPSN (0x[0-9a-f]{6})").unwrap(), &[Kind::Psn][..]),
+            (
+                Regex::new(r"(?m)^ibv_reg_mr +addr=(0x[0-9a-f]{16}) .*\blkey=(0x[0-9a-f]{8}) rkey=(0x[0-9a-f]{8})").unwrap(),
+                &[Kind::Addr, Kind::Lkey, Kind::Rkey][..],
+            ),
+        ]
+    });
+    let mut values = Vec::new();
+    for (re, kinds) in rules {
+        for caps in re.captures_iter(trace) {
+            for (i, kind) in kinds.iter().enumerate() {
+                values.push((*kind, caps[i + 1].to_string()));
+            }
+        }
+    }
+    values
+}
+
+/// `text`, printed by `side` of `run` on `dev`, as its snapshot shows it: every value the
+/// device reports or the run picks behind a named placeholder (see [`DEVICE_VALUES`],
+/// [`RUN_VALUES`], [`OTHER_VALUES`]). Panics if a granted size is below the one asked.
+pub fn redact(text: &str, side: Side, run: &Picks, dev: &Device) -> String {
+    check_granted(text);
+    let mut text = text.to_string();
+    // Other devices' lines in ibv_get_device_list's listing: only the count stays.
+    for other in dev.all.iter().filter(|d| **d != dev.name) {
+        let re = Regex::new(&format!(r"(?m)^  device +name={} guid=0x[0-9a-f]{{16}}\n", regex::escape(other))).unwrap();
+        text = re.replace_all(&text, "").into_owned();
+    }
+    // The GID table: each line that is exactly an entry ibv_devinfo lists, then one line.
+    for (index, gid, ty) in &dev.gids {
+        let re = Regex::new(&format!(
+            r"(?m)^(?P<pre>  gid +)index={index} gid={} gid_type={}$",
+            regex::escape(gid),
+            regex::escape(ty)
+        ))
+        .unwrap();
+        text = re.replace_all(&text, "${pre}[GID_TABLE]").into_owned();
+    }
+    let table = Regex::new(r"(?m)^(  gid +\[GID_TABLE\]\n)(?:  gid +\[GID_TABLE\]\n)+").unwrap();
+    text = table.replace_all(&text, "$1").into_owned();
+    for (pre, fact, name) in DEVICE_VALUES {
+        let re = Regex::new(&format!(r"(?m)(?P<pre>{pre}){}(?P<end>[ ,)]|$)", regex::escape(&dev.fact(fact)))).unwrap();
+        text = re.replace_all(&text, format!("${{pre}}[{name}]${{end}}").as_str()).into_owned();
+    }
+    let peer = match side {
+        Side::Alone => Side::Alone,
+        Side::Server => Side::Client,
+        Side::Client => Side::Server,
+    };
+    for (pattern, kinds, whose) in RUN_VALUES {
+        let order = match whose {
+            Whose::Own => [side, peer],
+            Whose::Peer => [peer, side],
+        };
+        let re = Regex::new(pattern).unwrap();
+        text = re
+            .replace_all(&text, |caps: &regex::Captures| format!("{}{}", &caps["pre"], run.label(kinds, &caps["v"], &order)))
+            .into_owned();
+    }
+    for (pattern, replacement) in OTHER_VALUES {
+        text = Regex::new(pattern).unwrap().replace_all(&text, *replacement).into_owned();
+    }
+    text
+}
+
+/// A text of several sides, each after a `--- server…` or `--- client…` line (the break-it
+/// snapshots), redacted side by side; before any such line, the text is `Side::Alone`'s.
+pub fn redact_sections(text: &str, run: &Picks, dev: &Device) -> String {
+    let mut out = String::new();
+    let mut side = Side::Alone;
+    let mut section = String::new();
+    for line in text.split_inclusive('\n') {
+        let next = if line.starts_with("--- server") {
+            Some(Side::Server)
+        } else if line.starts_with("--- client") {
+            Some(Side::Client)
+        } else {
+            None
+        };
+        if let Some(next) = next {
+            out += &redact(&section, side, run, dev);
+            out += line;
+            section.clear();
+            side = next;
+        } else {
+            section += line;
+        }
+    }
+    out + &redact(&section, side, run, dev)
+}
+
+/// Every size a device grants is at least the one asked: `cap.max_send_wr=1→N` and
+/// `ibv_create_cq cqe=A … cq.cqe=B`.
+fn check_granted(text: &str) {
+    static CAP: OnceLock<(Regex, Regex)> = OnceLock::new();
+    let (cap, cq) = CAP.get_or_init(|| {
+        (Regex::new(r"\b(cap\.\w+)=(\d+)→(\d+)").unwrap(), Regex::new(r"\bcqe=(\d+) .*\bcq\.cqe=(\d+)").unwrap())
+    });
+    for c in cap.captures_iter(text) {
+        let (asked, got): (u64, u64) = (c[2].parse().unwrap(), c[3].parse().unwrap());
+        assert!(got >= asked, "the device granted {} = {got}, less than the {asked} asked:\n{text}", &c[1]);
+    }
+    for c in cq.captures_iter(text) {
+        let (asked, got): (u64, u64) = (c[1].parse().unwrap(), c[2].parse().unwrap());
+        assert!(got >= asked, "the device made a CQ of {got} entries for {asked} asked:\n{text}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The book's real outputs
+// ---------------------------------------------------------------------------------------
+
+/// Where the book keeps the real, unredacted output behind each snapshot.
+pub fn book_output_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/output")
+}
+
+/// With `RDMA_DISSECT_BOOK=write`, keeps `raw` — what the snapshot `<test>__<name>` shows
+/// redacted — as the book's `output/<test>__<name>.txt`, and the device it ran on as
+/// `output/device.txt`. `tests/book.rs` checks, without a device, that each file redacts
+/// to its snapshot. Regenerate them all in the lab VM with
+/// `RDMA_DISSECT_BOOK=write lab/run cargo test --test steps --test break_it`.
+pub fn book_output(test: &str, name: &str, raw: &str) {
+    if std::env::var("RDMA_DISSECT_BOOK").as_deref() != Ok("write") {
+        return;
+    }
+    let dir = book_output_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("device.txt"), &device().text).unwrap();
+    std::fs::write(dir.join(format!("{test}__{name}.txt")), raw).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// TCP ports
+// ---------------------------------------------------------------------------------------
+
+/// The range every test's TCP ports come from (below Linux's ephemeral ports, 32768 and
+/// up, and clear of rc_pingpong's default 18515 and of the ports `lab/stages`, `lab/bench`
+/// and `lab/memcheck` start from).
+pub const TCP_PORTS: std::ops::Range<u16> = 21000..23000;
+
+/// One TCP port no other test, in this process or any other, is using (see [`tcp_ports`]).
+pub fn tcp_port() -> u16 {
+    tcp_ports(1)
+}
+
+/// `n` consecutive TCP ports for this test process alone, kept until it exits.
+///
+/// A port is claimed by binding the abstract Unix socket `rdma-dissect/tcp-port/<port>`:
+/// the kernel lets one socket at a time have a name, across every process of the machine
+/// (or VM), and drops it when the process ends, however it ends — no lock files to go
+/// stale. A claimed port must also be free for a TCP listener at the time.
+pub fn tcp_ports(n: u16) -> u16 {
+    static CLAIMS: Mutex<Vec<UnixListener>> = Mutex::new(Vec::new());
+    let mut claims = CLAIMS.lock().unwrap_or_else(|e| e.into_inner());
+    'first: for first in TCP_PORTS.start..=TCP_PORTS.end - n {
+        let mut held = Vec::new();
+        for port in first..first + n {
+            match claim(port) {
+                Some(claim) => held.push(claim),
+                None => continue 'first,
+            }
+        }
+        claims.extend(held);
+        return first;
+    }
+    panic!("no {n} free consecutive TCP ports left in {TCP_PORTS:?}");
+}
+
+fn claim(port: u16) -> Option<UnixListener> {
+    let name = SocketAddr::from_abstract_name(format!("rdma-dissect/tcp-port/{port}")).ok()?;
+    let claim = UnixListener::bind_addr(&name).ok()?;
+    // The steps listen on 0.0.0.0 (rc_pingpong's AI_PASSIVE): the port must be free there.
+    TcpListener::bind(("0.0.0.0", port)).ok()?;
+    Some(claim)
 }
 
 /// How long one program may run before the test kills it and fails.
