@@ -6,9 +6,9 @@
 //!   nothing, which is the failure mdBook will not report);
 //! - every step in Cargo.toml's `[[bin]]` list has a chapter, listed in SUMMARY.md, with the
 //!   template's sections in order;
-//! - every "Run it" section includes only snapshot files (`tests/snapshots/*.snap`), all of
-//!   the step's snapshots; every snapshot included anywhere has insta's YAML header cut off
-//!   exactly;
+//! - every "Run it" and "Break it" section includes the real output behind each of the
+//!   step's snapshots (`book/src/output/*.txt`), and each output redacts exactly to its
+//!   snapshot; every snapshot included directly has insta's YAML header cut off exactly;
 //! - the generated diffs (`book/gen-diffs`) are current;
 //! - every Rust fence is `rust,ignore` (the code is compiled as the crate, not as doctests),
 //!   so `mdbook test book` has nothing to compile (tests/book_dom.rs runs `mdbook test` on
@@ -26,6 +26,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+
+mod common;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -365,6 +367,11 @@ fn snapshot_header_len(text: &str) -> Option<usize> {
     lines.position(|l| l == "---").map(|i| i + 2)
 }
 
+/// The book's real output behind a snapshot: `book/src/output/<snapshot's stem>.txt`.
+fn output_of(snapshot: &str) -> PathBuf {
+    book_src().join("output").join(snapshot.replace(".snap", ".txt"))
+}
+
 #[test]
 fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
     let snapdir = root().join("tests/snapshots");
@@ -383,34 +390,16 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
         assert!(!incs.is_empty(), "{bin}.md: `Run it` includes no trace");
         let mut shown = BTreeSet::new();
         for inc in &incs {
-            let file = inc.file.canonicalize().unwrap_or_else(|_| {
-                panic!(
-                    "{}: {} does not exist (yet?)",
-                    where_(inc),
-                    inc.file.display()
-                )
-            });
+            let name = inc.file.file_name().unwrap().to_string_lossy().to_string();
             assert!(
-                file.parent() == Some(&snapdir.canonicalize().unwrap())
-                    && file.extension().is_some_and(|e| e == "snap"),
-                "{}: `Run it` must include a tests/snapshots/*.snap file, not {}",
+                inc.file == output_of(&name.replace(".txt", ".snap")) && inc.selector.is_empty(),
+                "{}: `Run it` must include a whole book/src/output/<snapshot>.txt (the real output \
+                 behind a snapshot), not {}:{}",
                 where_(inc),
-                file.display()
+                inc.file.display(),
+                inc.selector
             );
-            let text = read(&file);
-            let header = snapshot_header_len(&text)
-                .unwrap_or_else(|| panic!("{}: no insta header", file.display()));
-            assert_eq!(
-                inc.selector,
-                format!("{}:", header + 1),
-                "{}: include {} from line {} (its YAML header is {} lines), i.e. `:{}:`",
-                where_(inc),
-                file.display(),
-                header + 1,
-                header,
-                header + 1
-            );
-            shown.insert(file.file_name().unwrap().to_string_lossy().to_string());
+            shown.insert(name.replace(".txt", ".snap"));
         }
         let expected: BTreeSet<String> = fs::read_dir(&snapdir)
             .map(|d| {
@@ -429,14 +418,84 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
         );
         assert_eq!(
             shown, expected,
-            "{bin}.md: `Run it` must show exactly the step's snapshots"
+            "{bin}.md: `Run it` must show exactly the step's snapshots (their real outputs)"
         );
     }
 }
 
-/// Every break-it snapshot (`break_it__<bin>-<case>[-trace|-help].snap`) is shown in the
-/// "Break it" section of its step's chapter, so no case's real output is left out of the
-/// book (tests/break_it.rs makes one per case, from the library's tables).
+/// The book shows real runs, the snapshots the same runs with placeholders: every
+/// `steps__`/`break_it__` snapshot has its real output in `book/src/output/`, written by
+/// the test that made the snapshot (`RDMA_DISSECT_BOOK=write`, see `tests/common`), and
+/// that output, redacted by the same code with the device it ran on (`output/device.txt`),
+/// *is* the snapshot. No output is left without a snapshot, and none shows a placeholder.
+#[test]
+fn book_outputs_are_real_runs_of_their_snapshots() {
+    let snapdir = root().join("tests/snapshots");
+    let outdir = book_src().join("output");
+    let dev = common::Device::parse(&read(&outdir.join("device.txt")));
+    let text = |name: &str| fs::read_to_string(output_of(name)).ok();
+    let mut n = 0;
+    for entry in fs::read_dir(&snapdir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("steps__") || name.starts_with("break_it__")) {
+            continue;
+        }
+        let raw = text(&name).unwrap_or_else(|| {
+            panic!(
+                "no book/src/output/{} for tests/snapshots/{name}: regenerate the outputs with \
+                 `RDMA_DISSECT_BOOK=write lab/run cargo test --test steps --test break_it`",
+                name.replace(".snap", ".txt")
+            )
+        });
+        for placeholder in ["[QPN", "[PSN", "[LKEY", "[RKEY", "[ADDR", "[GUID", "[DEVICE", "[GID"] {
+            assert!(!raw.contains(placeholder), "book/src/output/{name}: the book shows real values, not {placeholder}…]");
+        }
+        // The values each side picked come from the traces of the same run.
+        let picks = if let Some(stem) = name.strip_suffix("-server.snap").or(name.strip_suffix("-client.snap")) {
+            let side = |s: &str| text(&format!("{stem}-{s}.snap")).expect("both sides' outputs");
+            common::Picks::pair(&side("server"), &side("client"))
+        } else if name.starts_with("break_it__") && !name.ends_with("-trace.snap") {
+            common::Picks::from_sections(&text(&name.replace(".snap", "-trace.snap")).unwrap_or_default())
+        } else {
+            common::Picks::from_sections(&raw)
+        };
+        let side = if name.ends_with("-server.snap") {
+            common::Side::Server
+        } else if name.ends_with("-client.snap") {
+            common::Side::Client
+        } else {
+            common::Side::Alone
+        };
+        let redacted = match side {
+            common::Side::Alone => common::redact_sections(&raw, &picks, &dev),
+            _ => common::redact(&raw, side, &picks, &dev),
+        };
+        let snap = read(&snapdir.join(&name));
+        let header = snapshot_header_len(&snap).unwrap_or_else(|| panic!("{name}: no insta header"));
+        let body: String = snap.lines().skip(header).map(|l| format!("{l}\n")).collect();
+        assert_eq!(
+            redacted.trim_end(),
+            body.trim_end(),
+            "book/src/output/{} does not redact to tests/snapshots/{name}: a snapshot changed \
+             without its book output (or the other way round); regenerate both in the lab VM with \
+             `INSTA_UPDATE=always RDMA_DISSECT_BOOK=write lab/run cargo test --test steps --test break_it`",
+            name.replace(".snap", ".txt")
+        );
+        n += 1;
+    }
+    assert!(n >= 50, "expected the step and break-it snapshots, found {n}");
+    for entry in fs::read_dir(&outdir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            name == "device.txt" || snapdir.join(name.replace(".txt", ".snap")).is_file(),
+            "book/src/output/{name} has no snapshot: a stale output"
+        );
+    }
+}
+
+/// Every break-it snapshot (`break_it__<bin>-<case>[-trace|-help].snap`) is shown — its
+/// real output, `book/src/output/<name>.txt` — in the "Break it" section of its step's
+/// chapter, so no case's real output is left out of the book (tests/break_it.rs makes one per case, from the library's tables).
 #[test]
 fn break_it_shows_every_break_snapshot_of_the_step() {
     let snapdir = root().join("tests/snapshots");
@@ -450,18 +509,16 @@ fn break_it_shows_every_break_snapshot_of_the_step() {
         let start = chapter.find("\n## Break it").expect("Break it section") + 1;
         let end = chapter[start + 1..].find("\n## ").map_or(chapter.len(), |e| start + 1 + e);
         let lines = chapter[..start].lines().count() + 1..=chapter[..end].lines().count();
-        let shown = includes_in(&chapter_path)
-            .iter()
-            .any(|i| lines.contains(&i.line) && i.file.file_name().is_some_and(|f| *f == *name));
-        assert!(shown, "{bin}.md: `Break it` does not include tests/snapshots/{name}");
+        let shown = includes_in(&chapter_path).iter().any(|i| lines.contains(&i.line) && i.file == output_of(&name));
+        assert!(shown, "{bin}.md: `Break it` does not include book/src/output/ for tests/snapshots/{name}");
         n += 1;
     }
     assert!(n >= 30, "expected the break-it snapshots (3 per case), found {n}");
 }
 
-/// Outside "Run it" too (the two-host wire captures of 07 and 09): a snapshot is always
-/// included from the line after its YAML header, so the header never shows and no output
-/// line is lost.
+/// The snapshots the book includes directly (the two-host wire captures of 07–09, whose
+/// VMs the host cannot ask about their devices) are included from the line after their
+/// YAML header, so the header never shows and no output line is lost.
 #[test]
 fn every_snapshot_include_skips_exactly_the_yaml_header() {
     let mut n = 0;
@@ -484,17 +541,14 @@ fn every_snapshot_include_skips_exactly_the_yaml_header() {
         );
         n += 1;
     }
-    assert!(
-        n >= 14,
-        "expected the 14 step snapshots at least, found {n} snapshot includes"
-    );
+    assert!(n >= 5, "expected the 5 two-host snapshots at least, found {n} snapshot includes");
 }
 
 #[test]
 fn generated_diffs_are_current() {
     let fresh = temp_dir("diffs");
-    let status = Command::new("sh")
-        .arg(root().join("book/gen-diffs"))
+    // Run through its own `#!` line (it is a bash script).
+    let status = Command::new(root().join("book/gen-diffs"))
         .arg(&fresh)
         .status()
         .expect("run book/gen-diffs");
