@@ -33,12 +33,13 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 #   BUILD_PACKAGES  ibverbs-sys configures rdma-core's headers with cmake (whose
 #                   CMakeLists wants python3) and runs bindgen (libclang) at build
 #                   time; libibverbs-dev brings libnl
-#   VM_PACKAGES     the lab VM (lab/run): qemu, the initramfs's busybox and kmod tools
+#   VM_PACKAGES     the lab VM (lab/run): qemu, the initramfs's busybox and kmod tools,
+#                   xz and zstd to unpack Debian 12's and 13's kernels
 #   TEST_PACKAGES   only the tests: tshark (two_hosts), perftest (lab/bench, interop),
 #                   valgrind (memcheck), chromium (the book's DOM test), shellcheck
 RDMA_PACKAGES=(rdma-core ibverbs-utils ibverbs-providers libibverbs-dev iproute2)
 BUILD_PACKAGES=(gcc make cmake pkg-config libclang-dev python3)
-VM_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils)
+VM_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils zstd)
 TEST_PACKAGES=(tshark perftest valgrind chromium shellcheck)
 LAB_CACHE=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdma-dissect/lab}
 
@@ -90,7 +91,7 @@ lab_require_packages() {
 # Debian's generic amd64 kernel ships rdma_rxe as a module (the -cloud- flavour does not).
 # We unpack it into our cache — never into the host's /boot or /lib/modules — and boot
 # its uncompressed vmlinux: the kernel has CONFIG_PVH, so qemu can enter it directly and
-# skip ≈2 s of XZ decompression under TCG. Sets LAB_KDIR, LAB_KVER, LAB_VMLINUX.
+# skip ≈2 s of decompression under TCG. Sets LAB_KDIR, LAB_KVER, LAB_VMLINUX.
 lab_prepare_kernel() {
     local pkg ver deb tmp off lists lookup
     # Asking apt costs ≈2 s here (no pkgcache.bin), so the answer is remembered until the
@@ -150,15 +151,31 @@ lab_prepare_kernel() {
         ln -s usr/lib "$LAB_KDIR/lib"
     fi
     depmod -b "$LAB_KDIR" "$LAB_KVER"
-    # The XZ stream inside the bzImage; no match leaves off empty and the fallback below.
-    off=$(LC_ALL=C grep -m 1 -obUaP '\xfd7zXZ\x00' "$LAB_KDIR/boot/vmlinuz-$LAB_KVER" | cut -d: -f1 || true)
-    # xz stops after the first stream and tail then dies of SIGPIPE: judge xz alone.
-    if [ -z "$off" ] || ! xz -dc --single-stream >"$LAB_VMLINUX" 2>/dev/null \
-            < <(tail -c +$((off + 1)) "$LAB_KDIR/boot/vmlinuz-$LAB_KVER"); then
+    if ! lab_extract_vmlinux "$LAB_KDIR/boot/vmlinuz-$LAB_KVER" "$LAB_VMLINUX"; then
         echo "lab: could not unpack vmlinux from the bzImage; booting the compressed kernel." >&2
         cp "$LAB_KDIR/boot/vmlinuz-$LAB_KVER" "$LAB_VMLINUX"
     fi
     touch "$LAB_KDIR/.ready"
+}
+
+# The ELF kernel inside a bzImage: the payload after the decompressor, XZ on Debian 12 and
+# zstd on Debian 13. Each decompressor is asked to stop at its first stream/frame; zstd
+# then complains about the bytes that follow it (exit 1), and a false match of a magic
+# number gives garbage, so the test is whether the output is an ELF file.
+lab_extract_vmlinux() {
+    local bz=$1 out=$2 magic tool off
+    for magic in 'xz:\xfd7zXZ\x00' 'zstd:\x28\xb5\x2f\xfd'; do
+        tool=${magic%%:*}
+        command -v "$tool" >/dev/null || continue
+        off=$(LC_ALL=C grep -m 1 -obUaP "${magic#*:}" "$bz" | cut -d: -f1 || true)
+        [ -n "$off" ] || continue
+        case "$tool" in
+            xz) tail -c +$((off + 1)) "$bz" | xz -dc --single-stream >"$out" 2>/dev/null || true ;;
+            zstd) tail -c +$((off + 1)) "$bz" | zstd -dc >"$out" 2>/dev/null || true ;;
+        esac
+        [ "$(head -c 4 "$out" | od -An -c | tr -d ' ')" = '177ELF' ] && return 0
+    done
+    return 1
 }
 
 # The generic kernel package of this host's Debian release (its rdma_rxe matches the
