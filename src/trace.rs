@@ -23,7 +23,6 @@
 use std::cell::Cell;
 use std::fmt::{self, Display, Write as _};
 use std::io::{IsTerminal, Write as _};
-use std::net::Ipv6Addr;
 use std::sync::Once;
 
 use colored::Colorize;
@@ -165,11 +164,56 @@ impl Display for Hex64 {
         write!(f, "0x{:016x}", self.0)
     }
 }
+// The GID in `inet_ntop(AF_INET6)` form, byte-identical to glibc's output: the one GID
+// formatter, for the trace and for rc_pingpong's address lines (`wire`).
+//
+// Not `std::net::Ipv6Addr`'s `Display`: for the deprecated IPv4-*compatible* form
+// (`::a.b.c.d`) glibc prints dotted quad and std does not, and our trace lines must match
+// rc_pingpong's. Otherwise the rules agree (RFC 5952: longest run of ≥2 zero groups becomes
+// `::`, leftmost on a tie; `::ffff:a.b.c.d` for IPv4-mapped, which is what RoCE v2 uses for
+// an IPv4 netdev). `tests/wire.rs` compares it with libc's `inet_ntop`.
 impl Display for Gid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Ipv6Addr's Display follows RFC 5952 like glibc's inet_ntop, including the dotted
-        // quad of IPv4-mapped addresses (the RoCE v2 GIDs of IPv4 interfaces).
-        Display::fmt(&Ipv6Addr::from(self.0), f)
+        let gid = &self.0;
+        let words: [u16; 8] = std::array::from_fn(|i| u16::from_be_bytes([gid[2 * i], gid[2 * i + 1]]));
+        // The longest run of at least two zero words, leftmost on a tie (glibc/BIND
+        // inet_ntop6), as (first word, length).
+        let mut best: Option<(usize, usize)> = None;
+        let mut cur: Option<(usize, usize)> = None;
+        for (i, &w) in words.iter().chain(std::iter::once(&1)).enumerate() {
+            if w == 0 {
+                cur = Some(cur.map_or((i, 1), |(b, l)| (b, l + 1)));
+            } else if let Some(c) = cur.take() {
+                if best.is_none_or(|b| c.1 > b.1) {
+                    best = Some(c);
+                }
+            }
+        }
+        let best = best.filter(|&(_, len)| len >= 2);
+        // IPv4-compatible (::a.b.c.d) and IPv4-mapped (::ffff:a.b.c.d): dotted quad.
+        if let Some((0, len)) = best {
+            if len == 6 || (len == 5 && words[5] == 0xffff) {
+                let prefix = if len == 6 { "::" } else { "::ffff:" };
+                return write!(f, "{prefix}{}.{}.{}.{}", gid[12], gid[13], gid[14], gid[15]);
+            }
+        }
+        let mut i = 0;
+        while i < 8 {
+            if let Some((base, len)) = best.filter(|&(base, _)| base == i) {
+                f.write_str(":")?;
+                i = base + len;
+                continue;
+            }
+            if i != 0 {
+                f.write_str(":")?;
+            }
+            write!(f, "{:x}", words[i])?;
+            i += 1;
+        }
+        if best.is_some_and(|(base, len)| base + len == 8) {
+            f.write_str(":")?;
+        }
+        Ok(())
     }
 }
 

@@ -15,8 +15,10 @@
 //! A child holds an [`Rc`] of each parent it was created from, so a parent cannot be
 //! destroyed while a child still needs it: the kernel would refuse anyway (`EBUSY` from
 //! `ibv_dealloc_pd` while an MR is registered in the PD), and here the type system refuses
-//! first. Dropping a step's values in reverse order of creation then yields exactly the
-//! teardown of `pp_close_ctx`: QP, CQ, (channel), MR, PD, context, device list.
+//! first. Dropping a step's values in reverse order of creation then yields the teardown
+//! QP, CQ, (channel), MR, PD, context, device list. That is `pp_close_ctx`'s order but for
+//! the completion channel, which C destroys after `ibv_dealloc_pd`; the only rule is that a
+//! channel outlives the CQs that use it, and both orders keep it.
 //!
 //! # What is traced here, and what is not
 //!
@@ -160,8 +162,9 @@ pub fn wc_status(wc: &ibv_wc) -> ffi::ibv_wc_status::Type {
 
 /// `ibv_get_device_list`: the RDMA devices of this host.
 ///
-/// The list must outlive every device opened from it in `ibv_rc_pingpong`'s reading of the
-/// man page, so [`Context::open`] takes the list and frees it after closing the device.
+/// `ibv_get_device_list(3)` allows freeing the list as soon as the devices wanted are open;
+/// `ibv_rc_pingpong` frees it only at the very end, and so do we, to keep its order:
+/// [`Context::open`] takes the list and frees it after closing the device.
 pub struct DeviceList {
     list: NonNull<*mut ffi::ibv_device>,
     len: usize,

@@ -99,7 +99,7 @@ impl Dest {
     /// The GID as `inet_ntop(AF_INET6, ...)` prints it, as rc_pingpong's
     /// `local address:`/`remote address:` lines do (e.g. `::ffff:192.0.2.1`).
     pub fn gid_string(&self) -> String {
-        gid_to_string(&self.gid)
+        crate::trace::Gid(self.gid).to_string()
     }
 
     /// The GID as the 32 hex characters `gid_to_wire_gid` writes.
@@ -355,69 +355,6 @@ pub fn wire_gid_to_gid(wire: &str) -> Option<[u8; 16]> {
     u128::from_str_radix(wire, 16).ok().map(u128::to_be_bytes)
 }
 
-/// The GID in `inet_ntop(AF_INET6)` form, byte-identical to glibc's output.
-///
-/// Not `std::net::Ipv6Addr`'s `Display`: for the deprecated IPv4-*compatible* form
-/// (`::a.b.c.d`) glibc prints dotted quad and std does not, and our trace lines must match
-/// rc_pingpong's. Otherwise the rules agree (RFC 5952: longest run of ≥2 zero groups becomes
-/// `::`, leftmost on a tie; `::ffff:a.b.c.d` for IPv4-mapped, which is what RoCE v2 uses for
-/// an IPv4 netdev). `tests/wire.rs` compares this with libc's `inet_ntop`.
-pub fn gid_to_string(gid: &[u8; 16]) -> String {
-    use fmt::Write;
-    let words: [u16; 8] = std::array::from_fn(|i| u16::from_be_bytes([gid[2 * i], gid[2 * i + 1]]));
-    // Find the longest run of zero words (glibc/BIND inet_ntop6).
-    // Runs of zero words as (first word, length).
-    let mut best: Option<(usize, usize)> = None;
-    let mut cur: Option<(usize, usize)> = None;
-    for (i, &w) in words.iter().enumerate() {
-        if w == 0 {
-            cur = Some(match cur {
-                None => (i, 1),
-                Some((b, l)) => (b, l + 1),
-            });
-        } else if let Some(c) = cur.take() {
-            if best.is_none_or(|b| c.1 > b.1) {
-                best = Some(c);
-            }
-        }
-    }
-    if let Some(c) = cur {
-        if best.is_none_or(|b| c.1 > b.1) {
-            best = Some(c);
-        }
-    }
-    let best = best.filter(|&(_, len)| len >= 2);
-    let mut out = String::with_capacity(46);
-    let mut i = 0;
-    while i < 8 {
-        if let Some((base, len)) = best {
-            if i == base {
-                out.push(':');
-                i += len;
-                continue;
-            }
-        }
-        if i != 0 {
-            out.push(':');
-        }
-        if i == 6 {
-            if let Some((0, len)) = best {
-                if len == 6 || (len == 5 && words[5] == 0xffff) {
-                    let _ = write!(out, "{}.{}.{}.{}", gid[12], gid[13], gid[14], gid[15]);
-                    return out;
-                }
-            }
-        }
-        let _ = write!(out, "{:x}", words[i]);
-        i += 1;
-    }
-    if let Some((base, len)) = best {
-        if base + len == 8 {
-            out.push(':');
-        }
-    }
-    out
-}
 
 fn check_24bit(field: &'static str, value: u32) -> Result<(), WireError> {
     if value > MAX_24BIT {

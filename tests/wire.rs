@@ -6,6 +6,7 @@
 
 use proptest::prelude::*;
 use rdma_dissect::exchange::{Connection, ExchangeError, Listener};
+use rdma_dissect::trace;
 use rdma_dissect::wire::{self, Dest, Done, Message, RdmaDest, WireError};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -188,7 +189,7 @@ fn inet_ntop_edge_cases_match_glibc() {
         [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],   // fe80::
     ];
     for gid in cases {
-        assert_eq!(wire::gid_to_string(gid), libc_inet_ntop(gid), "{gid:02x?}");
+        assert_eq!(trace::Gid(*gid).to_string(), libc_inet_ntop(gid), "{gid:02x?}");
     }
 }
 
@@ -209,7 +210,7 @@ proptest! {
 
     #[test]
     fn inet_ntop_matches_glibc(gid in prop_oneof![sparse_gid(), any::<[u8; 16]>()]) {
-        prop_assert_eq!(wire::gid_to_string(&gid), libc_inet_ntop(&gid));
+        prop_assert_eq!(trace::Gid(gid).to_string(), libc_inet_ntop(&gid));
     }
 
     #[test]
