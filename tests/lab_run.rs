@@ -93,6 +93,31 @@ fn rxe0_is_active_with_the_ipv4_mapped_gid_at_index_1() {
     assert!(stdout.contains("0000:0000:0000:0000:0000:ffff:c000:0201"), "{stdout}");
 }
 
+/// The job learns the device the VM made (RDMA_DEVICE, RDMA_IB_PORT, RDMA_GID_INDEX), and
+/// LAB_RXE=alt makes the second configuration the device tests must also pass on.
+#[test]
+fn the_job_is_told_its_device_and_lab_rxe_alt_changes_it() {
+    let script = "echo \"$RDMA_DEVICE $RDMA_IB_PORT $RDMA_GID_INDEX\"; \
+        ibv_devinfo -v -d \"$RDMA_DEVICE\" | grep -E 'active_mtu|GID\\['";
+    let out = run(lab_run(&["sh", "-c", script]).env_remove("RDMA_DEVICE").env_remove("RDMA_GID_INDEX"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("rxe0 1 1\n"), "{stdout}");
+    assert!(stdout.contains("1024 (3)"), "{stdout}");
+
+    let out = run(lab_run(&["sh", "-c", script])
+        .env("LAB_RXE", "alt")
+        .env_remove("RDMA_DEVICE")
+        .env_remove("RDMA_GID_INDEX"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("rxe_alt 1 2\n"), "{stdout}");
+    assert!(stdout.contains("4096 (5)"), "{stdout}");
+    for gid in ["::ffff:198.51.100.1", "::ffff:192.0.2.1", "2001:db8::1"] {
+        assert!(stdout.contains(gid), "{gid} missing:\n{stdout}");
+    }
+}
+
 #[test]
 fn the_project_is_writable_and_the_host_root_is_not_touched() {
     let marker = project().join("target/lab-run-write-test");
