@@ -60,6 +60,10 @@ impl Run {
     }
 }
 
+/// The device each host's lab VM made, as its job's environment names it (`lab/run` sets
+/// RDMA_DEVICE, RDMA_IB_PORT and RDMA_GID_INDEX in each VM); expanded by the VM's shell.
+const DEVICE_ARGS: &str = r#"-d "$RDMA_DEVICE" -i "$RDMA_IB_PORT" -g "$RDMA_GID_INDEX""#;
+
 /// Runs `exe ARGS` across the two hosts, server on h1 and client on h2; both must succeed.
 ///
 /// Retransmissions are dropped from its packets: on a loaded machine an ACK can take longer
@@ -67,7 +71,7 @@ impl Run {
 /// again (same PSN), which the responder acknowledges again. That is RC working as it
 /// should, but it depends on the machine's load, not on the stage.
 fn across_two_hosts(exe: &str, args: &str, tag: &str) -> Run {
-    let mut run = across_two_hosts_as(tag, &format!("{exe} -g 1 {args}"), &format!("{exe} -g 1 {args} 192.0.2.1"), 1);
+    let mut run = across_two_hosts_as(tag, &format!("{exe} {DEVICE_ARGS} {args}"), &format!("{exe} {DEVICE_ARGS} {args} 192.0.2.1"), 1);
     assert_eq!(run.status, Some(0), "{tag} across two hosts failed:\n{}", run.output);
     // A retransmission repeats its packet's sender, opcode and PSN; its acknowledgement
     // repeats the first one's. Keep the first of each.
@@ -335,7 +339,7 @@ fn a_path_mtu_above_the_link_mtu_puts_nothing_on_the_wire() {
     // -m 4096 on both sides, over Ethernet with MTU 1500 (rxe's active_mtu: 1024), and a
     // message bigger than the link carries (-s 4096, 07's default): one 4096-byte packet.
     let exe = env!("CARGO_BIN_EXE_07_post_send");
-    let args = &format!("-g 1 -p {} -m 4096 -s 4096 --timeout 5", common::tcp_port());
+    let args = &format!("{DEVICE_ARGS} -p {} -m 4096 -s 4096 --timeout 5", common::tcp_port());
     let run = across_two_hosts_as(
         "07-mtu-4096",
         &format!("{exe} {args}; {COUNTERS}"),
@@ -385,7 +389,7 @@ fn a_path_mtu_above_the_link_mtu_puts_nothing_on_the_wire() {
 fn a_host_that_dies_mid_run_leaves_the_survivor_to_its_watchdog() {
     let exe = env!("CARGO_BIN_EXE_08_poll_cq");
     // One-packet messages, so a retransmission is one packet with one PSN.
-    let args = &format!("-g 1 -p {} -n 1000000 -s 1024 --timeout 5", common::tcp_port());
+    let args = &format!("{DEVICE_ARGS} -p {} -n 1000000 -s 1024 --timeout 5", common::tcp_port());
     // h1, the server, dies one second into the ping-pong: sysrq 'b' resets its VM at once,
     // the nearest thing to pulling the plug. (Its trace is watched for the exchange's last
     // line so that the ping-pong is surely running.)
