@@ -16,7 +16,9 @@ use crate::verbs::Pd;
 // ANCHOR: stage
 /// `ibv_alloc_pd` on the device's context.
 pub fn alloc_pd(dev: &Device) -> Result<Rc<Pd>> {
+    // ANCHOR: hole_alloc_pd HOLE(Rc<Pd>): allocate a protection domain on the device's context (ibv_alloc_pd)
     let pd = Pd::alloc(&dev.ctx)?;
+    // ANCHOR_END: hole_alloc_pd
     Ok(pd)
 }
 // ANCHOR_END: stage

@@ -73,22 +73,32 @@ pub struct Queues {
 // ANCHOR: stage
 /// Creates the CQ (and completion channel) and an RC QP in `pd`, then moves it RESET→INIT.
 pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
+    // ANCHOR: hole_comp_channel HOLE(Option<Rc<CompChannel>>): with -e (opts.use_event) a completion channel for the CQ to signal on (ibv_create_comp_channel), else none
     let channel = if opts.use_event { Some(CompChannel::create(&dev.ctx)?) } else { None };
+    // ANCHOR_END: hole_comp_channel
 
+    // ANCHOR: hole_create_cq HOLE(Rc<Cq>): a CQ with room for opts.cqe completions, attached to the channel if there is one, completion vector 0 (ibv_create_cq)
     let cq = Cq::create(&dev.ctx, opts.cqe as i32, channel.as_ref(), 0)?;
+    // ANCHOR_END: hole_create_cq
 
     // ANCHOR: init_attr
     let init_attr = ibv_qp_init_attr {
         send_cq: cq.as_ptr(),
         recv_cq: cq.as_ptr(),
         cap: ibv_qp_cap {
+            // ANCHOR: hole_max_send_wr HOLE: how many sends may be outstanding at once
             max_send_wr: opts.tx_depth,
+            // ANCHOR_END: hole_max_send_wr
+            // ANCHOR: hole_max_recv_wr HOLE: how many receives may be posted at once (-r)
             max_recv_wr: opts.rx_depth,
+            // ANCHOR_END: hole_max_recv_wr
             max_send_sge: 1,
             max_recv_sge: 1,
             ..Default::default()
         },
+        // ANCHOR: hole_qp_type HOLE: the transport: a reliable, connected QP
         qp_type: IBV_QPT_RC,
+        // ANCHOR_END: hole_qp_type
         ..Default::default()
     };
     // ANCHOR_END: init_attr
@@ -96,9 +106,11 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
 
     let cap = qp.query_cap()?;
     let mut send_flags = IBV_SEND_SIGNALED;
+    // ANCHOR: hole_inline HOLE: add IBV_SEND_INLINE to send_flags when a whole message (opts.size) fits in what the device granted inline (cap.max_inline_data)
     if cap.max_inline_data >= opts.size {
         send_flags |= IBV_SEND_INLINE;
     }
+    // ANCHOR_END: hole_inline
     trace::event("ibv_query_qp")
         .kv("cap.max_inline_data", cap.max_inline_data)
         .kv("send_flags", trace::SendFlags(send_flags.0))
@@ -106,18 +118,26 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
 
     // ANCHOR: init
     let attr = ibv_qp_attr {
+        // ANCHOR: hole_init_state HOLE: the state this modify_qp moves the QP to
         qp_state: IBV_QPS_INIT,
+        // ANCHOR_END: hole_init_state
         pkey_index: 0,
+        // ANCHOR: hole_init_port HOLE: the port the QP is bound to (the one stage 01 opened)
         port_num: dev.ib_port,
+        // ANCHOR_END: hole_init_port
+        // ANCHOR: hole_init_access HOLE: what remote peers may do to our memory through this QP (the caller's opts.access)
         qp_access_flags: opts.access.0,
+        // ANCHOR_END: hole_init_access
         ..Default::default()
     };
     qp.modify(
         &attr,
         IBV_QP_STATE
+            // ANCHOR: hole_init_mask HOLE: the attributes RESET->INIT requires besides the state: one `| IBV_QP_...` per attribute set above (man ibv_modify_qp)
             | IBV_QP_PKEY_INDEX
             | IBV_QP_PORT
             | IBV_QP_ACCESS_FLAGS,
+            // ANCHOR_END: hole_init_mask
     )?;
     // ANCHOR_END: init
 

@@ -75,8 +75,10 @@ pub fn exchange_dest<M: Message + std::fmt::Display>(
             trace::event("tcp accept").kv("port", port).emit();
             let remote: M = conn.recv()?;
             trace::event("tcp recv").kv("bytes", M::LEN).emit();
+            // ANCHOR: hole_server_connect HOLE: two statements: connect our QP to the peer (the `connect` callback) and reply with our address (`conn.send(local)`), in the order pp_server_exch_dest does them
             connect(&remote)?;
             conn.send(local)?;
+            // ANCHOR_END: hole_server_connect
             trace::event("tcp send").kv("bytes", M::LEN).emit();
             conn.recv_done()?;
             trace::event("tcp recv").kv("done", "yes").emit();
@@ -114,13 +116,23 @@ pub fn rtr_attr(dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> ibv_qp_att
     let mut attr = ibv_qp_attr {
         qp_state: IBV_QPS_RTR,
         path_mtu: mtu,
+        // ANCHOR: hole_dest_qp_num HOLE: the QP number of the one QP this RC QP talks to
         dest_qp_num: remote.qpn,
+        // ANCHOR_END: hole_dest_qp_num
+        // ANCHOR: hole_rq_psn HOLE: the PSN the first packet we receive will carry: whose PSN is that?
         rq_psn: remote.psn,
+        // ANCHOR_END: hole_rq_psn
+        // ANCHOR: hole_max_dest_rd_atomic HOLE: how many RDMA READs/atomics the peer may have outstanding against us (rc_pingpong's value)
         max_dest_rd_atomic: 1,
+        // ANCHOR_END: hole_max_dest_rd_atomic
+        // ANCHOR: hole_min_rnr_timer HOLE: the RNR timer code the peer waits before retrying a SEND that found no receive (rc_pingpong: 0.64 ms)
         min_rnr_timer: 12,
+        // ANCHOR_END: hole_min_rnr_timer
         ah_attr: ibv_ah_attr {
             is_global: 0,
+            // ANCHOR: hole_dlid HOLE: the destination LID: the peer's (0 on RoCE)
             dlid: remote.lid,
+            // ANCHOR_END: hole_dlid
             sl,
             src_path_bits: 0,
             port_num: dev.ib_port,
@@ -129,11 +141,17 @@ pub fn rtr_attr(dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> ibv_qp_att
         ..Default::default()
     };
     if remote.needs_grh() {
+        // ANCHOR: hole_is_global HOLE: say that the address vector carries a GRH (needed on RoCE)
         attr.ah_attr.is_global = 1;
+        // ANCHOR_END: hole_is_global
         attr.ah_attr.grh = ibv_global_route {
             hop_limit: 1,
+            // ANCHOR: hole_dgid HOLE: the destination GID in the GRH: the peer's (an ibv_gid)
             dgid: ibv_gid { raw: remote.gid },
+            // ANCHOR_END: hole_dgid
+            // ANCHOR: hole_sgid_index HOLE: the source GID: an index into OUR port's GID table (-g), as a u8
             sgid_index: dev.gid_index.unwrap_or(0) as u8,
+            // ANCHOR_END: hole_sgid_index
             ..Default::default()
         };
     }
@@ -147,12 +165,14 @@ pub fn rtr_attr(dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> ibv_qp_att
 /// EINVAL when a required one is missing.
 pub const RTR_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
     IBV_QP_STATE.0
+        // ANCHOR: hole_rtr_mask HOLE: the attributes INIT->RTR requires besides the state: one `| IBV_QP_....0` per attribute (man ibv_modify_qp)
         | IBV_QP_AV.0
         | IBV_QP_PATH_MTU.0
         | IBV_QP_DEST_QPN.0
         | IBV_QP_RQ_PSN.0
         | IBV_QP_MAX_DEST_RD_ATOMIC.0
         | IBV_QP_MIN_RNR_TIMER.0,
+        // ANCHOR_END: hole_rtr_mask
 );
 // ANCHOR_END: mask
 // ANCHOR_END: stage
@@ -182,6 +202,15 @@ fn warn_if_above_active_mtu(dev: &Device, mtu: ibv_mtu) {
 
 /// The usual reasons `ibv_modify_qp` INIT→RTR fails, in the order worth checking.
 pub fn explain_rtr(err: Error, dev: &Device, remote: &Dest) -> Error {
+    if err.errno() == Some(libc::ENODATA) {
+        // The kernel resolves grh.sgid_index to a GID (and so to a source IP address and
+        // RoCE version) at RTR; an empty entry of the table has none.
+        return err.or_explain(
+            "grh.sgid_index names an entry of the port's GID table that holds no GID: the\n\
+             kernel looks the source GID up at RTR and finds nothing there",
+            "pass -g an index 01_open_device lists with a GID (in the lab VM: -g 1)",
+        );
+    }
     if err.errno() != Some(libc::EINVAL) {
         return err;
     }

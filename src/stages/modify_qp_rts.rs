@@ -28,11 +28,21 @@ pub fn modify_qp_rts(qp: &Qp, my_psn: u32) -> Result<()> {
 pub fn rts_attr(my_psn: u32) -> ibv_qp_attr {
     ibv_qp_attr {
         qp_state: IBV_QPS_RTS,
+        // ANCHOR: hole_timeout HOLE: the local ACK timeout code, 4.096 us * 2^timeout (rc_pingpong: about 67 ms)
         timeout: 14,
+        // ANCHOR_END: hole_timeout
+        // ANCHOR: hole_retry_cnt HOLE: how many times to resend a packet that was not acknowledged (rc_pingpong's value)
         retry_cnt: 7,
+        // ANCHOR_END: hole_retry_cnt
+        // ANCHOR: hole_rnr_retry HOLE: how many times to retry after an RNR NAK (rc_pingpong's value, which has a special meaning)
         rnr_retry: 7,
+        // ANCHOR_END: hole_rnr_retry
+        // ANCHOR: hole_sq_psn HOLE: the PSN our first packet carries: the one we told the peer in the exchange
         sq_psn: my_psn,
+        // ANCHOR_END: hole_sq_psn
+        // ANCHOR: hole_max_rd_atomic HOLE: how many RDMA READs/atomics we may have outstanding as requester (rc_pingpong's value)
         max_rd_atomic: 1,
+        // ANCHOR_END: hole_max_rd_atomic
         ..Default::default()
     }
 }
@@ -40,10 +50,12 @@ pub fn rts_attr(my_psn: u32) -> ibv_qp_attr {
 /// The attributes the RTR→RTS transition requires (`man ibv_modify_qp`).
 pub const RTS_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
     IBV_QP_STATE.0
+        // ANCHOR: hole_rts_mask HOLE: the attributes RTR->RTS requires besides the state: one `| IBV_QP_....0` per attribute (man ibv_modify_qp)
         | IBV_QP_TIMEOUT.0
         | IBV_QP_RETRY_CNT.0
         | IBV_QP_RNR_RETRY.0
         | IBV_QP_SQ_PSN.0
         | IBV_QP_MAX_QP_RD_ATOMIC.0,
+        // ANCHOR_END: hole_rts_mask
 );
 // ANCHOR_END: stage

@@ -63,9 +63,13 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
             .ok_or_else(|| unknown_device(name, &dev_list))?,
     };
 
+    // ANCHOR: hole_open_device HOLE(Rc<Context>): open entry `index` of `dev_list` (ibv_open_device; `Context` in src/verbs.rs takes the list and the index)
     let ctx = Context::open(dev_list, index)?;
+    // ANCHOR_END: hole_open_device
 
+    // ANCHOR: hole_query_device HOLE(crate::verbs::ibv_device_attr): ask the open device for its attributes and limits (ibv_query_device)
     let device_attr = ctx.query_device()?;
+    // ANCHOR_END: hole_query_device
     let fw_ver: Vec<u8> =
         device_attr.fw_ver.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     trace::event("ibv_query_device")
@@ -94,7 +98,9 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
             ))
             .fix("pass -i 1 (the default)"));
     }
+    // ANCHOR: hole_query_port HOLE(ibv_port_attr): ask for the attributes of the port the user chose with -i (ibv_query_port)
     let port_attr = ctx.query_port(args.ib_port)?;
+    // ANCHOR_END: hole_query_port
     let roce = u32::from(port_attr.link_layer) == IBV_LINK_LAYER_ETHERNET;
     trace::event("ibv_query_port")
         .kv("port_num", args.ib_port)
@@ -122,7 +128,9 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
     let gid = match args.gid_idx {
         Some(index) => {
             let bad = |e| bad_gid_index(e, index, port_attr.gid_tbl_len, &ours);
+            // ANCHOR: hole_query_gid HOLE([u8; 16]): read the GID at table index `index` of our port (ibv_query_gid); turn a failure into the explained error `bad`
             let gid = ctx.query_gid(args.ib_port, index).map_err(bad)?;
+            // ANCHOR_END: hole_query_gid
             if gid == [0; 16] {
                 return Err(bad(Error::new(format!("ibv_query_gid(index {index})"))));
             }

@@ -79,9 +79,13 @@ pub struct Stats {
 // ANCHOR: prepare
 /// Before the exchange: post `rx_depth` receives and, with `-e`, arm the CQ.
 pub fn prepare(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
+    // ANCHOR: hole_prepare_recv HOLE: before the exchange: fill the receive queue (-r receives of -s bytes), as pp_post_recv(ctx, ctx->rx_depth)
     post_recv(&q.qp, mr, opts.size, opts.rx_depth)?;
+    // ANCHOR_END: hole_prepare_recv
     if q.channel.is_some() {
+        // ANCHOR: hole_arm HOLE: with -e: arm the CQ so that its next completion raises an event on the channel (ibv_req_notify_cq, all completions, not only solicited)
         q.cq.req_notify(false)?;
+        // ANCHOR_END: hole_arm
         trace::event("ibv_req_notify_cq").kv("solicited_only", 0).emit();
     }
     Ok(())
@@ -117,13 +121,19 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
             if !channel.wait_event(opts.timeout)? {
                 return Err(no_completion("ibv_get_cq_event", opts, scnt, rcnt));
             }
+            // ANCHOR: hole_get_cq_event HOLE: with -e: take the event that woke us off the channel (ibv_get_cq_event)
             channel.get_cq_event(&q.cq)?;
+            // ANCHOR_END: hole_get_cq_event
             num_cq_events += 1;
+            // ANCHOR: hole_rearm HOLE: with -e: arming is one-shot. What must happen before we poll, so no completion is missed?
             q.cq.req_notify(false)?;
+            // ANCHOR_END: hole_rearm
         }
 
         let ne = loop {
+            // ANCHOR: hole_poll HOLE(usize): take up to two completions off the CQ without blocking (ibv_poll_cq): how many came
             let ne = q.cq.poll(&mut wc)?;
+            // ANCHOR_END: hole_poll
             if q.channel.is_some() || ne >= 1 {
                 break ne;
             }
@@ -147,10 +157,12 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
                 PINGPONG_SEND_WRID => scnt += 1,
                 PINGPONG_RECV_WRID => {
                     routs -= 1;
+                    // ANCHOR: hole_refill HOLE: a receive was used up (routs counts those still posted): when at most one is left, post enough to have rx_depth again
                     if routs <= 1 {
                         post_recv(&q.qp, mr, opts.size, opts.rx_depth - routs)?;
                         routs = opts.rx_depth;
                     }
+                    // ANCHOR_END: hole_refill
                     rcnt += 1;
                 }
                 other => {
@@ -158,7 +170,9 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
                 }
             }
 
+            // ANCHOR: hole_pending HOLE: this completion's wr_id is no longer awaited: clear its bit in `pending`
             pending &= !wc.wr_id();
+            // ANCHOR_END: hole_pending
             if scnt < opts.iters && pending == 0 {
                 post_send(&q.qp, mr, opts.size, q.send_flags)?;
                 pending = PINGPONG_RECV_WRID | PINGPONG_SEND_WRID;
@@ -170,7 +184,9 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
 
     trace::event("ping-pong").kv("sends", scnt).kv("recvs", rcnt).emit();
     if q.channel.is_some() {
+        // ANCHOR: hole_ack HOLE: with -e: acknowledge every CQ event we got, once, before the CQ can be destroyed (ibv_ack_cq_events)
         q.cq.ack_events();
+        // ANCHOR_END: hole_ack
         trace::event("ibv_ack_cq_events").kv("nevents", num_cq_events).emit();
     }
     if opts.chk {

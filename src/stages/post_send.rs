@@ -37,10 +37,14 @@ pub const PINGPONG_SEND_WRID: u64 = 2;
 // ANCHOR: stage
 /// `pp_post_recv`: posts `n` receive WRs, each for the first `size` bytes of `mr`.
 pub fn post_recv(qp: &Qp, mr: &Mr, size: u32, n: u32) -> Result<()> {
+    // ANCHOR: hole_recv_sge HOLE(ibv_sge): one scatter entry: the first `size` bytes of the MR, with the key that proves we may use it locally
     let list = ibv_sge { addr: mr.addr(), length: size, lkey: mr.lkey() };
+    // ANCHOR_END: hole_recv_sge
     let mut wr = ibv_recv_wr { wr_id: PINGPONG_RECV_WRID, ..Default::default() };
     for _ in 0..n {
+        // ANCHOR: hole_post_recv HOLE: post the receive work request `wr` with its one scatter entry (ibv_post_recv)
         qp.post_recv(&mut wr, &[list], mr)?;
+        // ANCHOR_END: hole_post_recv
     }
     trace::event("ibv_post_recv")
         .kv("count", n)
@@ -57,11 +61,17 @@ pub fn post_send(qp: &Qp, mr: &Mr, size: u32, send_flags: ibv_send_flags) -> Res
     let list = ibv_sge { addr: mr.addr(), length: size, lkey: mr.lkey() };
     let mut wr = ibv_send_wr {
         wr_id: PINGPONG_SEND_WRID,
+        // ANCHOR: hole_send_opcode HOLE: the operation: a two-sided send that consumes a receive on the peer
         opcode: IBV_WR_SEND,
+        // ANCHOR_END: hole_send_opcode
+        // ANCHOR: hole_send_flags HOLE: the flags stage 04 chose (signaled, maybe inline), as the raw u32
         send_flags: send_flags.0,
+        // ANCHOR_END: hole_send_flags
         ..Default::default()
     };
+    // ANCHOR: hole_post_send HOLE: post the send work request `wr` with its one gather entry (ibv_post_send)
     qp.post_send(&mut wr, &[list], mr)?;
+    // ANCHOR_END: hole_post_send
     trace::event("ibv_post_send")
         .kv("wr_id", wr.wr_id)
         .kv("opcode", "IBV_WR_SEND")
@@ -129,7 +139,9 @@ pub fn wait_for(cq: &Cq, expected: &[u64], timeout: Duration) -> Result<()> {
     let mut got: Vec<Option<ibv_wc>> = vec![None; expected.len()];
     let mut wc = [verbs::WC_ZERO; 2];
     while got.iter().any(Option::is_none) {
+        // ANCHOR: hole_wait_poll HOLE(usize): take up to wc.len() completions off the CQ without blocking (ibv_poll_cq): how many came
         let ne = cq.poll(&mut wc)?;
+        // ANCHOR_END: hole_wait_poll
         for wc in &wc[..ne] {
             check_wc(wc)?;
             match expected.iter().zip(got.iter_mut()).find(|(id, slot)| **id == wc.wr_id() && slot.is_none()) {

@@ -68,18 +68,26 @@ pub fn rdma_write(
     let list = ibv_sge { addr: mr.addr(), length: size, lkey: mr.lkey() };
     let mut wr = ibv_send_wr {
         wr_id: if imm.is_some() { WRITE_IMM_WRID } else { RDMA_WRITE_WRID },
+        // ANCHOR: hole_write_opcode HOLE: a plain RDMA WRITE, or WRITE WITH IMMEDIATE when there is an immediate (`imm`)
         opcode: if imm.is_some() { IBV_WR_RDMA_WRITE_WITH_IMM } else { IBV_WR_RDMA_WRITE },
+        // ANCHOR_END: hole_write_opcode
         send_flags: send_flags.0,
+        // ANCHOR: hole_write_rdma HOLE: where in the peer's memory to write: wr.rdma's remote address and the rkey the peer sent (`remote`)
         wr: ibv_send_wr_wr {
             rdma: ibv_send_wr_rdma { remote_addr: remote.addr, rkey: remote.rkey },
         },
+        // ANCHOR_END: hole_write_rdma
         // imm_data travels in network byte order (C: `htonl`).
+        // ANCHOR: hole_imm_data HOLE: the 32-bit immediate (0 without one) in the byte order it travels in, like C's htonl
         __bindgen_anon_1: ibv_send_wr_imm { imm_data: imm.unwrap_or(0).to_be() },
+        // ANCHOR_END: hole_imm_data
         ..Default::default()
     };
     // A zero-length write needs no gather entry at all.
     let sg_list: &[ibv_sge] = if size == 0 { &[] } else { std::slice::from_ref(&list) };
+    // ANCHOR: hole_write_post HOLE: post the RDMA WRITE work request with its gather list (ibv_post_send)
     qp.post_send(&mut wr, sg_list, mr)?;
+    // ANCHOR_END: hole_write_post
     let mut line = trace::event("ibv_post_send")
         .kv("wr_id", wr.wr_id)
         .kv("opcode", if imm.is_some() { "IBV_WR_RDMA_WRITE_WITH_IMM" } else { "IBV_WR_RDMA_WRITE" })
@@ -97,7 +105,9 @@ pub fn rdma_write(
 /// will consume. It has no scatter entry: the immediate data arrives in the completion.
 pub fn post_notice_recv(qp: &Qp, mr: &Mr) -> Result<()> {
     let mut wr = ibv_recv_wr { wr_id: PINGPONG_RECV_WRID, ..Default::default() };
+    // ANCHOR: hole_notice_recv HOLE: post the receive, with no scatter entry at all, that the WRITE WITH IMMEDIATE will consume (ibv_post_recv)
     qp.post_recv(&mut wr, &[], mr)?;
+    // ANCHOR_END: hole_notice_recv
     trace::event("ibv_post_recv").kv("count", 1).kv("wr_id", wr.wr_id).kv("num_sge", 0).emit();
     Ok(())
 }

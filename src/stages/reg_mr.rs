@@ -27,9 +27,13 @@ pub const FILL: u8 = 0x7b;
 /// Allocates `size` page-aligned bytes, fills them with [`FILL`], and registers them in
 /// `pd` with `access` (`IBV_ACCESS_LOCAL_WRITE` for the ping-pong).
 pub fn reg_mr(pd: &Rc<Pd>, size: usize, access: ibv_access_flags) -> Result<Mr> {
+    // ANCHOR: hole_buf HOLE(AlignedBuf): `size` bytes aligned to a page, as rc_pingpong's memalign(page_size, size)
     let mut buf = AlignedBuf::new(page_size(), size)?;
+    // ANCHOR_END: hole_buf
     buf.as_mut_slice().fill(FILL);
+    // ANCHOR: hole_reg_mr HOLE(Mr): register `buf` in `pd` with the access flags the caller asked for (ibv_reg_mr)
     let mr = Mr::reg(pd, buf, access)?;
+    // ANCHOR_END: hole_reg_mr
     Ok(mr)
 }
 // ANCHOR_END: stage
