@@ -1,0 +1,735 @@
+//! The classroom kit behind `lab/exercise` and `lab/check`: makes a student's copy of a
+//! stage with its key lines taken out, and grades a student's step on the device against
+//! the reference.
+//!
+//! ```text
+//! exercise generate NN OUT           write step NN's exercise (its stage, holes as todo!())
+//! exercise holes NN                  list step NN's holes: name, line, hint
+//! exercise path NN                   print step NN's binary and stage file
+//! exercise grade NN BIN SOURCE ...   run BIN (step NN built from SOURCE) on the device in its
+//!                                    real roles, next to the reference, and compare
+//! ```
+//!
+//! **Holes** are marked in the real `src/stages/*.rs`, so an exercise never drifts from the
+//! code it teaches. A hole is an mdBook anchor whose name starts with `hole_`, with the
+//! hint on its first line:
+//!
+//! ```text
+//!     // ANCHOR: hole_min_rnr_timer HOLE: the RNR timer code the peer waits ...
+//!     min_rnr_timer: 12,
+//!     // ANCHOR_END: hole_min_rnr_timer
+//! ```
+//!
+//! mdBook drops every `ANCHOR:` line from the listings it includes, so the students' book
+//! shows only the code, and the instructor's guide can quote each hole's answer by name.
+//! The generator replaces a hole by what compiles in its place: `field: todo!("hint"),` for
+//! a struct field, `let x: T = todo!("hint");` for a `let` (the marker says `HOLE(T)`, since
+//! a `todo!()` has no type to infer from), `todo!("hint");` for statements, and, for the
+//! `| IBV_QP_…` lines of a mask (a `const` cannot panic), nothing but a `// TODO` comment.
+//!
+//! **Grading** runs the student's binary in each of the step's runs (both roles for 05–09,
+//! against the C `ibv_rc_pingpong` for 05–08 and the reference 09 for 09), then the
+//! reference binary in the same runs, redacts both traces with the tests' own redaction
+//! (`tests/common`: what the device reports and what each run picks become placeholders),
+//! and reports the first line that differs in the terms of the trace: which verb, which
+//! attribute or mask bit, expected and got, and which section of the book to reread.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Picks, Side};
+
+/// Who runs opposite the student's program.
+#[derive(Clone, Copy, PartialEq)]
+enum Peer {
+    /// Nobody: a single process (01–04).
+    Alone,
+    /// Debian's C `ibv_rc_pingpong` (05–08).
+    C,
+    /// Our reference step (09: its address message is ours, the C tool cannot be its peer).
+    Reference,
+}
+
+/// One step's exercise: where its stage lives, how it is run, where the book explains it.
+struct Step {
+    nn: &'static str,
+    bin: &'static str,
+    stage: &'static str,
+    peer: Peer,
+    /// The argument sets it runs with (after the device's `-d -i -g`); each pair step runs
+    /// each set twice, the student's program as the server and then as the client.
+    runs: &'static [&'static [&'static str]],
+}
+
+const STEPS: [Step; 9] = [
+    Step { nn: "01", bin: "01_open_device", stage: "open_device", peer: Peer::Alone, runs: &[&[]] },
+    Step { nn: "02", bin: "02_alloc_pd", stage: "alloc_pd", peer: Peer::Alone, runs: &[&[]] },
+    Step { nn: "03", bin: "03_reg_mr", stage: "reg_mr", peer: Peer::Alone, runs: &[&[], &["-s", "100"]] },
+    Step { nn: "04", bin: "04_create_qp", stage: "create_qp", peer: Peer::Alone, runs: &[&[], &["-e", "-s", "64"]] },
+    Step { nn: "05", bin: "05_modify_qp_rtr", stage: "modify_qp_rtr", peer: Peer::C, runs: &[&[]] },
+    Step { nn: "06", bin: "06_modify_qp_rts", stage: "modify_qp_rts", peer: Peer::C, runs: &[&[]] },
+    Step { nn: "07", bin: "07_post_send", stage: "post_send", peer: Peer::C, runs: &[&[]] },
+    Step {
+        nn: "08",
+        bin: "08_poll_cq",
+        stage: "poll_cq",
+        peer: Peer::C,
+        // -r 8 makes the loop refill its receives; -e exercises the completion channel.
+        runs: &[&["-n", "100", "-r", "8"], &["-e", "-n", "100", "-r", "8"]],
+    },
+    Step { nn: "09", bin: "09_rdma_write", stage: "rdma_write", peer: Peer::Reference, runs: &[&[]] },
+];
+
+fn step(nn: &str) -> Result<&'static Step, String> {
+    let nn = if nn.len() == 1 { format!("0{nn}") } else { nn.to_string() };
+    STEPS.iter().find(|s| s.nn == nn || s.bin == nn).ok_or_else(|| {
+        format!("no step `{nn}`: give a step number 01..09 (e.g. `05`)")
+    })
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("generate") if args.len() == 3 => generate_cmd(&args[1], Path::new(&args[2])),
+        Some("holes") if args.len() == 2 => holes_cmd(&args[1]),
+        Some("path") if args.len() == 2 => step(&args[1]).map(|s| println!("{} src/stages/{}.rs", s.bin, s.stage)),
+        Some("grade") if args.len() >= 4 && (args.len() - 1) % 3 == 0 => {
+            return grade_cmd(&args[1..]);
+        }
+        _ => Err("usage: exercise generate NN OUT | exercise holes NN | exercise path NN | exercise grade NN BIN SOURCE [NN BIN SOURCE ...]".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("exercise: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The exercise: the stage with its holes
+// ---------------------------------------------------------------------------------------
+
+/// One hole of a stage.
+struct Hole {
+    name: String,
+    /// The binding's type, for a `let` hole (`HOLE(T)`).
+    ty: Option<String>,
+    hint: String,
+    /// The answer: the lines between the markers.
+    lines: Vec<String>,
+    /// 1-based line of the first answer line in the stage file.
+    line: usize,
+}
+
+enum Piece {
+    Line(String),
+    Hole(Hole),
+}
+
+/// Splits a stage's source into plain lines and holes.
+fn parse(src: &str, file: &str) -> Result<Vec<Piece>, String> {
+    let mut pieces = Vec::new();
+    let mut lines = src.lines().enumerate();
+    while let Some((i, line)) = lines.next() {
+        let Some(rest) = line.trim_start().strip_prefix("// ANCHOR: hole_") else {
+            pieces.push(Piece::Line(line.to_string()));
+            continue;
+        };
+        let (name, marker) = rest.split_once(' ').unwrap_or((rest, ""));
+        let name = format!("hole_{name}");
+        let (ty, hint) = if let Some(m) = marker.strip_prefix("HOLE(") {
+            let (ty, hint) = m
+                .split_once("): ")
+                .ok_or_else(|| format!("{file}:{}: `HOLE(TYPE): hint` expected", i + 1))?;
+            (Some(ty.to_string()), hint)
+        } else {
+            let hint = marker
+                .strip_prefix("HOLE: ")
+                .ok_or_else(|| format!("{file}:{}: `// ANCHOR: {name} HOLE: hint` expected", i + 1))?;
+            (None, hint)
+        };
+        let end = format!("// ANCHOR_END: {name}");
+        let mut body = Vec::new();
+        loop {
+            match lines.next() {
+                Some((_, l)) if l.trim() == end => break,
+                Some((_, l)) if l.contains("ANCHOR") => {
+                    return Err(format!("{file}: an anchor line inside {name}: holes do not nest"))
+                }
+                Some((_, l)) => body.push(l.to_string()),
+                None => return Err(format!("{file}: {name} has no `{end}`")),
+            }
+        }
+        if body.iter().all(|l| l.trim().is_empty()) {
+            return Err(format!("{file}: {name} is empty"));
+        }
+        pieces.push(Piece::Hole(Hole { name, ty, hint: hint.to_string(), lines: body, line: i + 2 }));
+    }
+    Ok(pieces)
+}
+
+/// The stage file of `step`, its path relative to the project, and its holes.
+fn stage_source(step: &Step) -> Result<(String, String), String> {
+    let rel = format!("src/stages/{}.rs", step.stage);
+    let text = std::fs::read_to_string(root().join(&rel)).map_err(|e| format!("{rel}: {e}"))?;
+    Ok((rel, text))
+}
+
+/// A string literal's body: `todo!` takes a format string, so braces are doubled too.
+fn literal(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('{', "{{").replace('}', "}}")
+}
+
+/// What compiles in place of `hole`: see the module doc.
+fn fill(hole: &Hole, file: &str) -> Result<Vec<String>, String> {
+    let first = &hole.lines[0];
+    let indent = &first[..first.len() - first.trim_start().len()];
+    let first = first.trim();
+    let last = hole.lines.last().unwrap().trim_end();
+    let todo = format!("todo!(\"{}\")", literal(&hole.hint));
+    if first.starts_with('|') {
+        return Ok(vec![format!("{indent}// TODO({}): {}", hole.name, hole.hint)]);
+    }
+    if let Some(rest) = first.strip_prefix("let ") {
+        let (pat, _) = rest.split_once(" = ").ok_or_else(|| format!("{file}: {}: `let PAT = …` expected", hole.name))?;
+        let ty = hole.ty.as_ref().ok_or_else(|| {
+            format!("{file}: {} is a `let`: its marker must name the type, `HOLE(TYPE): hint`", hole.name)
+        })?;
+        return Ok(vec![format!("{indent}let {pat}: {ty} = {todo};")]);
+    }
+    let field = first.split_once(": ").filter(|(name, _)| {
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    });
+    if let (Some((name, _)), true) = (field, last.ends_with(',')) {
+        return Ok(vec![format!("{indent}{name}: {todo},")]);
+    }
+    if last.ends_with(';') || last.ends_with('}') {
+        return Ok(vec![format!("{indent}{todo};")]);
+    }
+    Ok(vec![format!("{indent}{todo}")])
+}
+
+/// The student's copy of `step`'s stage.
+fn generate(step: &Step) -> Result<String, String> {
+    let (rel, text) = stage_source(step)?;
+    let pieces = parse(&text, &rel)?;
+    let holes = pieces.iter().filter(|p| matches!(p, Piece::Hole(_))).count();
+    if holes == 0 {
+        return Err(format!("{rel} has no holes (// ANCHOR: hole_… HOLE: …)"));
+    }
+    let mut out = Vec::new();
+    let mut header_done = false;
+    for piece in &pieces {
+        match piece {
+            Piece::Line(l) => {
+                if !header_done && !l.starts_with("//!") {
+                    header_done = true;
+                    out.push(String::new());
+                    out.push(format!(
+                        "// EXERCISE {}: this is {rel} with {holes} pieces taken out. Fill in every todo!() —",
+                        step.nn
+                    ));
+                    out.push("// its message says what belongs there — and the `// TODO(hole_…)` lines, then run".into());
+                    out.push(format!(
+                        "// `lab/check {}`: it builds the crate with this file in place of {rel}",
+                        step.nn
+                    ));
+                    out.push(format!(
+                        "// and runs step {} on the RDMA device next to the reference. `lab/exercise {} --reset`",
+                        step.bin, step.nn
+                    ));
+                    out.push("// starts over. The chapter of the book explains every line.".into());
+                    out.push("#![allow(unreachable_code, unused_variables, unused_mut, unused_imports, dead_code)]".into());
+                }
+                out.push(l.clone());
+            }
+            Piece::Hole(h) => out.extend(fill(h, &rel)?),
+        }
+    }
+    Ok(out.join("\n") + "\n")
+}
+
+fn generate_cmd(nn: &str, out: &Path) -> Result<(), String> {
+    let text = generate(step(nn)?)?;
+    std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+fn holes_cmd(nn: &str) -> Result<(), String> {
+    let step = step(nn)?;
+    let (rel, text) = stage_source(step)?;
+    for piece in parse(&text, &rel)? {
+        if let Piece::Hole(h) = piece {
+            println!("{}\t{rel}:{}\t{}", h.name, h.line, h.hint);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Running a step on the device
+// ---------------------------------------------------------------------------------------
+
+/// How long one program may take before it is killed and the check fails.
+const DEADLINE: Duration = Duration::from_secs(60);
+/// Our programs give up waiting for their peer after this (`--timeout`).
+const PEER_TIMEOUT: &str = "10";
+
+/// What one process did.
+struct Ran {
+    /// What it was, for messages: `your 05_modify_qp_rtr`, `ibv_rc_pingpong`.
+    what: String,
+    stdout: String,
+    stderr: String,
+    /// None when it was killed (it did not finish in time, or it was a C peer we stop).
+    status: Option<i32>,
+}
+
+fn spawn(program: &str, args: &[String], line_buffered: bool) -> Child {
+    let mut cmd = if line_buffered {
+        // The C tool's stdout is a pipe, so stdio buffers it whole; we may have to kill it
+        // (05–07 stop before its ping-pong ends) and still want its address lines.
+        let mut c = Command::new("stdbuf");
+        c.arg("-oL").arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
+    cmd.args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {program}: {e}"))
+}
+
+/// Waits for `child` until `deadline`, then kills it.
+fn finish(mut child: Child, what: &str, deadline: Instant) -> Ran {
+    use std::io::Read;
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ran {
+        what: what.to_string(),
+        stdout: String::from_utf8_lossy(&out_t.join().unwrap()).into_owned(),
+        stderr: String::from_utf8_lossy(&err_t.join().unwrap()).into_owned(),
+        status,
+    }
+}
+
+/// True when some socket listens on TCP `port` (the C client does not retry a refused
+/// connect, and a probe connection would use up the server's single accept).
+fn listening(port: u16) -> bool {
+    let needle = format!(":{port:04X} ");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|file| {
+        std::fs::read_to_string(file).is_ok_and(|text| {
+            text.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&needle) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+/// One run of a step: ours (the program under test) and, for 05–09, the peer.
+struct RunResult {
+    ours: Ran,
+    peer: Option<Ran>,
+    side: Side,
+    /// e.g. "as the server, ibv_rc_pingpong as the client, -n 100"
+    label: String,
+}
+
+fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: Side) -> RunResult {
+    let dev = common::device_args();
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let flags = if extra.is_empty() { String::new() } else { format!(", {}", extra.join(" ")) };
+    let ours_name = format!("your {}", step.bin);
+    if step.peer == Peer::Alone {
+        let args: Vec<String> = dev.iter().chain(&extra).cloned().collect();
+        let ours = finish(spawn(program, &args, false), &ours_name, Instant::now() + DEADLINE);
+        return RunResult { ours, peer: None, side, label: format!("alone{flags}") };
+    }
+    let port = common::tcp_port().to_string();
+    let (peer_program, peer_name) = match step.peer {
+        Peer::C => ("ibv_rc_pingpong".to_string(), "ibv_rc_pingpong".to_string()),
+        _ => (reference.to_string(), format!("the reference {}", step.bin)),
+    };
+    let mut ours_args: Vec<String> = dev.clone();
+    ours_args.extend(["-p".to_string(), port.clone(), "--timeout".into(), PEER_TIMEOUT.into()]);
+    ours_args.extend(extra.iter().cloned());
+    let mut peer_args: Vec<String> = dev.clone();
+    peer_args.extend(["-p".to_string(), port.clone()]);
+    if step.peer == Peer::Reference {
+        peer_args.extend(["--timeout".into(), PEER_TIMEOUT.into()]);
+    }
+    peer_args.extend(extra.iter().cloned());
+    let c_peer = step.peer == Peer::C;
+    let deadline = Instant::now() + DEADLINE;
+    let (server, client) = match side {
+        Side::Server => {
+            peer_args.push("127.0.0.1".into());
+            let s = spawn(program, &ours_args, false);
+            (s, (peer_program.clone(), peer_args, c_peer))
+        }
+        _ => {
+            ours_args.push("127.0.0.1".into());
+            let s = spawn(&peer_program, &peer_args, c_peer);
+            (s, (program.to_string(), ours_args, false))
+        }
+    };
+    let mut server = server;
+    while !listening(port.parse().unwrap()) && Instant::now() < deadline {
+        if server.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = spawn(&client.0, &client.1, client.2);
+    let (ours_child, peer_child) = if side == Side::Server { (server, client) } else { (client, server) };
+    let ours = finish(ours_child, &ours_name, deadline);
+    // Steps 05–07 end before rc_pingpong's ping-pong does: the C peer would wait forever
+    // for messages that never come. It has done its part once ours has exited.
+    let peer_deadline = if c_peer && step.nn < "08" { Instant::now() + Duration::from_secs(1) } else { deadline };
+    let peer = finish(peer_child, &peer_name, peer_deadline);
+    let label = match side {
+        Side::Server => format!("as the server, {peer_name} as the client{flags}"),
+        _ => format!("as the client, {peer_name} as the server{flags}"),
+    };
+    RunResult { ours, peer: Some(peer), side, label }
+}
+
+/// The runs of `step` for `program`, in a fixed order.
+fn run_all(step: &Step, program: &str, reference: &str) -> Vec<RunResult> {
+    let sides: &[Side] = if step.peer == Peer::Alone { &[Side::Alone] } else { &[Side::Server, Side::Client] };
+    let mut results = Vec::new();
+    for extra in step.runs {
+        for &side in sides {
+            results.push(run_once(step, program, reference, extra, side));
+        }
+    }
+    results
+}
+
+// ---------------------------------------------------------------------------------------
+// Comparing with the reference
+// ---------------------------------------------------------------------------------------
+
+/// The C tool prints no `ibv_create_qp` line: its QPN is in its `local address:` line.
+/// Said the way our trace says it, the redaction can name it `[QPN:server]`/`[QPN:client]`.
+fn with_c_qpn(text: &str) -> String {
+    let qpn = text.lines().find_map(|l| {
+        let rest = l.strip_prefix("  local address:")?;
+        let at = rest.find("QPN ")?;
+        Some(rest[at + 4..].split(',').next()?.trim().to_string())
+    });
+    match qpn {
+        Some(q) => format!("{text}ibv_create_qp qp_num={q}\n"),
+        None => text.to_string(),
+    }
+}
+
+/// Our side's and the peer's stdout, redacted as the snapshots are.
+fn redacted(run: &RunResult, c_peer: bool) -> (String, Option<String>) {
+    let dev = common::device();
+    let ours = &run.ours.stdout;
+    let Some(peer) = &run.peer else {
+        return (common::redact(ours, Side::Alone, &Picks::alone(ours), dev), None);
+    };
+    let peer_text = if c_peer { with_c_qpn(&peer.stdout) } else { peer.stdout.clone() };
+    let (server, client) = if run.side == Side::Server { (ours.clone(), peer_text) } else { (peer_text, ours.clone()) };
+    let picks = Picks::pair(&server, &client);
+    let peer_side = if run.side == Side::Server { Side::Client } else { Side::Server };
+    (common::redact(ours, run.side, &picks, dev), Some(common::redact(&peer.stdout, peer_side, &picks, dev)))
+}
+
+/// A trace line as label (the verb or mask-bit column, or the whole line) and its fields.
+struct Parsed {
+    label: String,
+    fields: Vec<(String, String)>,
+}
+
+fn parse_line(line: &str) -> Parsed {
+    let tokens: Vec<&str> = line.split_whitespace().collect();
+    let first_kv = tokens.iter().position(|t| t.contains('='));
+    match first_kv {
+        None => Parsed { label: line.trim().to_string(), fields: vec![] },
+        Some(i) => {
+            let mut fields = Vec::new();
+            for t in &tokens[i..] {
+                match t.split_once('=') {
+                    Some((k, v)) => fields.push((k.to_string(), v.to_string())),
+                    None => fields.push(("state change".to_string(), t.to_string())),
+                }
+            }
+            Parsed { label: tokens[..i].join(" "), fields }
+        }
+    }
+}
+
+/// The event line a trace line belongs to (itself, or the last unindented line before it).
+fn event_of(lines: &[&str], i: usize) -> String {
+    lines[..=i.min(lines.len().saturating_sub(1))]
+        .iter()
+        .rev()
+        .find(|l| !l.starts_with(' '))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// The mask bits (`IBV_QP_…` detail lines) of the event block that starts at `start`.
+fn mask_bits(lines: &[&str], start: usize) -> Vec<String> {
+    lines[start + 1..]
+        .iter()
+        .take_while(|l| l.starts_with("  IBV_QP_"))
+        .map(|l| parse_line(l).label)
+        .collect()
+}
+
+/// The section of the book to reread for a difference at `what` (a label and key).
+fn reread(step: &Step, what: &str) -> String {
+    let table: &[(&str, &str, &str)] = &[
+        ("dest_qp_num", "05_modify_qp_rtr", "Break it › --break wrong-dest-qpn"),
+        ("is_global", "05_modify_qp_rtr", "Break it › --break no-grh"),
+        ("grh.dgid", "05_modify_qp_rtr", "Break it › --break no-grh"),
+        ("sgid_index", "05_modify_qp_rtr", "Break it › --break bad-gid-index"),
+        ("sq_psn", "06_modify_qp_rts", "Break it › --break wrong-sq-psn"),
+        ("INIT→RTS", "06_modify_qp_rts", "Break it › --break rts-from-init"),
+        ("ibv_reg_mr", "03_reg_mr", "What this stage does, and why"),
+        ("cqe", "04_create_qp", "Break it › --break cq-too-small"),
+        ("byte_len", "07_post_send", "Break it › --break recv-too-small"),
+        ("wr.rdma", "09_rdma_write", "Break it › --break wrong-rkey"),
+        ("imm_data", "09_rdma_write", "What this stage does, and why"),
+    ];
+    let (chapter, section) = table
+        .iter()
+        .find(|(needle, _, _)| what.contains(needle))
+        .map(|(_, c, s)| (*c, *s))
+        .unwrap_or_else(|| {
+            let section = if what.starts_with("mask ") && step.nn == "05" {
+                "Break it › --break missing-attr"
+            } else {
+                "What this stage does, and why"
+            };
+            (step.bin, section)
+        });
+    format!("book chapter {} (book/src/{chapter}.md), section “{section}”", &chapter[..2])
+}
+
+/// The first difference between the reference's lines and the student's, explained; None
+/// when they are the same.
+fn first_difference(step: &Step, expected: &str, got: &str) -> Option<String> {
+    let e: Vec<&str> = expected.lines().collect();
+    let g: Vec<&str> = got.lines().collect();
+    let i = (0..e.len().max(g.len())).find(|&i| e.get(i) != g.get(i))?;
+    let mut msg = String::new();
+    match (e.get(i), g.get(i)) {
+        (Some(want), None) => {
+            let _ = writeln!(msg, "the trace stops early, in {}", event_of(&e, i));
+            let _ = writeln!(msg, "    expected next: {want}");
+            let _ = writeln!(msg, "    got:           (nothing more)");
+            let _ = write!(msg, "  reread: {}", reread(step, want));
+        }
+        (None, Some(extra)) => {
+            let _ = writeln!(msg, "the trace goes on where the reference's ends");
+            let _ = writeln!(msg, "    expected:      (nothing more)");
+            let _ = write!(msg, "    got:           {extra}\n  reread: {}", reread(step, extra));
+        }
+        (Some(want), Some(have)) => {
+            let (pw, ph) = (parse_line(want), parse_line(have));
+            let event = event_of(&e, i);
+            if pw.label == ph.label {
+                let mut what = Vec::new();
+                for (k, v) in &pw.fields {
+                    match ph.fields.iter().find(|(hk, _)| hk == k) {
+                        Some((_, hv)) if hv != v => what.push(format!("{k}: expected {v}, got {hv}")),
+                        None => what.push(format!("{k}: expected {v}, got nothing")),
+                        _ => {}
+                    }
+                }
+                for (k, v) in &ph.fields {
+                    if !pw.fields.iter().any(|(wk, _)| wk == k) {
+                        what.push(format!("{k}: not expected, got {v}"));
+                    }
+                }
+                let place = if want.starts_with("  IBV_QP_") {
+                    format!("in {event}, attribute {}", pw.label)
+                } else if want.starts_with(' ') {
+                    format!("in {event}, {}", pw.label)
+                } else {
+                    format!("in {}", pw.label)
+                };
+                let key = what.first().and_then(|w| w.split(':').next()).unwrap_or("").to_string();
+                let _ = writeln!(msg, "{place}: {}", if what.is_empty() { "the line differs".into() } else { what.join("; ") });
+                let _ = writeln!(msg, "    expected: {want}");
+                let _ = writeln!(msg, "    got:      {have}");
+                let _ = write!(msg, "  reread: {}", reread(step, &format!("{} {key} {event}", pw.label)));
+            } else if want.starts_with("  IBV_QP_") || have.starts_with("  IBV_QP_") {
+                // Lines before i are equal: the event line both blocks start at is the same.
+                let start = (0..i).rev().find(|&j| !e[j].starts_with(' ')).unwrap_or(0);
+                let (ebits, gbits) = (mask_bits(&e, start), mask_bits(&g, start));
+                let missing: Vec<&String> = ebits.iter().filter(|b| !gbits.contains(b)).collect();
+                let extra: Vec<&String> = gbits.iter().filter(|b| !ebits.contains(b)).collect();
+                let mut parts = Vec::new();
+                if !missing.is_empty() {
+                    parts.push(format!("the mask lacks {}", missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+                }
+                if !extra.is_empty() {
+                    parts.push(format!("the mask has {} too, which the reference does not set", extra.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+                }
+                if parts.is_empty() {
+                    parts.push("the same mask bits, in another order".into());
+                }
+                let _ = writeln!(msg, "in {event}: {}", parts.join("; "));
+                let _ = writeln!(msg, "    expected mask: {}", ebits.join(" | "));
+                let _ = writeln!(msg, "    got mask:      {}", gbits.join(" | "));
+                let _ = write!(msg, "  reread: {}", reread(step, &format!("mask {event}")));
+            } else {
+                let _ = writeln!(msg, "expected {} here, got {}", pw.label, ph.label);
+                let _ = writeln!(msg, "    expected: {want}");
+                let _ = writeln!(msg, "    got:      {have}");
+                let _ = write!(msg, "  reread: {}", reread(step, &format!("{} {}", pw.label, event)));
+            }
+        }
+        (None, None) => unreachable!(),
+    }
+    Some(msg)
+}
+
+/// The part of a failed program's stderr worth showing: a `todo!()` left in, or the error.
+fn why_it_failed(ran: &Ran, step: &Step, source: &str) -> Option<String> {
+    let stage_file = format!("src/stages/{}.rs", step.stage);
+    if let Some(at) = ran.stderr.find("panicked at ") {
+        let rest = &ran.stderr[at + "panicked at ".len()..];
+        let (place, message) = rest.split_once(":\n").unwrap_or((rest, ""));
+        let message = message.lines().next().unwrap_or("");
+        let place = match place.rsplit_once(&stage_file) {
+            Some((_, line_col)) => format!("{source}{line_col}"),
+            None => place.to_string(),
+        };
+        if let Some(hint) = message.strip_prefix("not yet implemented: ") {
+            return Some(format!("a hole is still empty, at {place}:\n    todo!(\"{hint}\")"));
+        }
+        return Some(format!("{} panicked at {place}: {message}", ran.what));
+    }
+    match ran.status {
+        None => Some(format!(
+            "{} did not finish within {} s and was stopped{}",
+            ran.what,
+            DEADLINE.as_secs(),
+            if ran.stderr.trim().is_empty() { String::new() } else { format!("; it said:\n{}", indent(&ran.stderr)) }
+        )),
+        Some(0) if ran.stderr.trim().is_empty() => None,
+        Some(code) => Some(format!("{} exited with status {code}; it said:\n{}", ran.what, indent(&ran.stderr))),
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.trim_end().lines().map(|l| format!("    {l}\n")).collect::<String>().trim_end().to_string()
+}
+
+/// Grades one step: Ok(summary) when every run matches the reference, Err(report) at the
+/// first difference.
+fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<String, String> {
+    let c_peer = step.peer == Peer::C;
+    let theirs = run_all(step, program, reference);
+    let ours = run_all(step, reference, reference);
+    let mut lines = 0;
+    for (n, (t, r)) in theirs.iter().zip(&ours).enumerate() {
+        let run = format!("run {} of {} ({}{})", n + 1, theirs.len(), "your step ", t.label);
+        if let Some(why) = why_it_failed(&r.ours, step, "src/stages/").or_else(|| r.peer.as_ref().and_then(|p| {
+            if c_peer && step.nn < "08" { None } else { why_it_failed(p, step, "") }
+        })) {
+            return Err(format!(
+                "the REFERENCE failed in {run}: the device or the lab is broken, not your code\n  {why}"
+            ));
+        }
+        let (rt, rp) = redacted(r, c_peer);
+        let (tt, tp) = redacted(t, c_peer);
+        let failed = why_it_failed(&t.ours, step, source);
+        if let Some(diff) = first_difference(step, &rt, &tt) {
+            let mut report = format!("{run}: your trace differs from the reference's\n  {diff}");
+            if let Some(why) = failed {
+                report = format!("{run}: {why}\n  first difference from the reference's trace: {diff}");
+            }
+            return Err(report);
+        }
+        if let Some(why) = failed {
+            return Err(format!("{run}: same trace as the reference, but {why}"));
+        }
+        let peer_checked = !(c_peer && step.nn < "08");
+        if let (Some(rp), Some(tp), true) = (&rp, &tp, peer_checked) {
+            let peer = t.peer.as_ref().unwrap();
+            if let Some(why) = why_it_failed(peer, step, "") {
+                return Err(format!("{run}: your trace matches, but the peer failed: {why}"));
+            }
+            if let Some(diff) = first_difference(step, rp, tp) {
+                return Err(format!(
+                    "{run}: your trace matches, but the peer ({}) saw something else than with the reference:\n  {diff}",
+                    peer.what
+                ));
+            }
+        }
+        lines += rt.lines().count();
+    }
+    Ok(format!("{} runs, {lines} trace lines, all as the reference's", theirs.len()))
+}
+
+fn grade_cmd(cases: &[String]) -> ExitCode {
+    common::require_device();
+    let reference_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+    let mut failed = 0;
+    for case in cases.chunks(3) {
+        let (nn, program, source) = (&case[0], &case[1], &case[2]);
+        let step = match step(nn) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("exercise: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let reference = reference_dir.join(step.bin);
+        let dev = common::device();
+        println!("== check {} ({source}) on {} port {} GID index {}", step.nn, dev.name, dev.port, dev.gid_index);
+        let start = Instant::now();
+        match grade(step, program, &reference.to_string_lossy(), source) {
+            Ok(summary) => println!("PASS {}: {summary} ({:.1} s)", step.nn, start.elapsed().as_secs_f64()),
+            Err(report) => {
+                failed += 1;
+                println!("FAIL {}: {report}", step.nn);
+            }
+        }
+    }
+    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
