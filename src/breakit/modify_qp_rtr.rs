@@ -5,7 +5,7 @@ use super::{rts_with_retry_cnt, Case, Side, Stack};
 use crate::cli::{PingpongArgs, Role};
 use crate::error::Result;
 use crate::stages::create_qp::QpOptions;
-use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr, rtr_attr, RTR_MASK};
+use crate::stages::modify_qp_rtr::{exchange_dest, explain_rtr, local_dest, modify_qp_rtr, rtr_attr, RTR_MASK};
 use crate::stages::post_send::{post_send, wait_for, PINGPONG_SEND_WRID};
 use crate::verbs::{ibv_qp_attr, ibv_qp_attr_mask, IBV_ACCESS_LOCAL_WRITE, IBV_QP_DEST_QPN};
 use crate::wire::Dest;
@@ -41,14 +41,15 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     },
     Case {
         name: "bad-gid-index",
-        summary: "put a GID index past the end of the port's GID table in the GRH",
+        summary: "put a GID index with no GID behind it (an empty slot of the GID table) in the GRH",
         side: Side::Client,
         rule: "grh.sgid_index selects our source GID, hence the source IP address and RoCE version\n\
-               of every packet; it must name a valid entry of the port's GID table\n\
-               (gid_tbl_len entries, some of them empty). The kernel looks it up at RTR and\n\
-               refuses an index with no GID behind it",
-        code: "src/breakit/modify_qp_rtr.rs bad_gid_index: grh.sgid_index = gid_tbl_len; the\n\
-               correct index is -g, as set in src/stages/modify_qp_rtr.rs rtr_attr",
+               of every packet; it must name an entry of the port's GID table that holds a GID\n\
+               (the table has gid_tbl_len entries, most of them empty). The kernel looks the\n\
+               entry up at RTR and refuses an empty one with ENODATA. (sgid_index is 8 bits:\n\
+               on rxe's 1024-entry table no index is past the end, so this case takes 255)",
+        code: "src/breakit/modify_qp_rtr.rs bad_gid_index: grh.sgid_index = min(gid_tbl_len, 255);\n\
+               the correct index is -g, as set in src/stages/modify_qp_rtr.rs rtr_attr",
         fix: "use an index 01_open_device lists with a GID (in the lab VM: -g 1, the RoCE v2 GID\n\
               ::ffff:192.0.2.1)",
         run: bad_gid_index,
@@ -111,7 +112,7 @@ fn bad_gid_index(args: &PingpongArgs) -> Result<()> {
     exchange_with(args, |s, remote| {
         let mut attr = attr(args, s, remote);
         attr.ah_attr.grh.sgid_index = s.dev.port_attr.gid_tbl_len.min(255) as u8;
-        s.q.qp.modify(&attr, RTR_MASK)
+        s.q.qp.modify(&attr, RTR_MASK).map_err(|e| explain_rtr(e, &s.dev, remote))
     })
     .map(drop)
 }

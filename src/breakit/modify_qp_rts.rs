@@ -16,9 +16,10 @@ pub static CASES: [Case<PingpongArgs>; 2] = [
         name: "rts-from-init",
         summary: "move the QP from INIT straight to RTS, skipping RTR",
         side: Side::Client,
-        rule: "the QP state machine only allows RESET→INIT→RTR→RTS (man ibv_modify_qp): a QP\n\
-               cannot send before it can receive, because RC acknowledgements come back on\n\
-               the receive side. INIT→RTS is not a transition: EINVAL",
+        rule: "the QP state machine only allows RESET→INIT→RTR→RTS (man ibv_modify_qp), so\n\
+               INIT→RTS is refused with EINVAL. RTR is where an RC QP learns its path: the\n\
+               peer's address vector, dest_qp_num and rq_psn. A requester needs that path to\n\
+               send anything; RTS only adds the send side's timers and sq_psn",
         code: "src/breakit/modify_qp_rts.rs rts_from_init: modify_qp_rts without modify_qp_rtr;\n\
                the correct order is in steps/06_modify_qp_rts.rs",
         fix: "modify_qp_rtr first, then modify_qp_rts (rc_pingpong's pp_connect_ctx)",
@@ -29,10 +30,13 @@ pub static CASES: [Case<PingpongArgs>; 2] = [
         summary: "start sending at a PSN one past the one told to the server, then send",
         side: Side::Client,
         rule: "sq_psn must be the PSN the peer was told, which it set as its rq_psn: the responder\n\
-               takes only the packet with the PSN it expects. One ahead is out of sequence\n\
-               and is not delivered, so no acknowledgement comes back for it; the sender\n\
-               retransmits, gives up with IBV_WC_RETRY_EXC_ERR, and the receiver sees nothing.\n\
-               (This case's RTS takes retry_cnt = 1: rxe retries rc_pingpong's 7 forever)",
+               takes only the packet with the PSN it expects. One ahead is out of sequence:\n\
+               rxe's responder answers once with a NAK (PSN sequence error) naming the PSN it\n\
+               expects, one before anything the sender has outstanding, so the sender drops\n\
+               it as outside its window. The sender retransmits after the ACK timeout, gets no\n\
+               answer (the NAK is not repeated), and fails with IBV_WC_RETRY_EXC_ERR; the\n\
+               receiver sees nothing. (This case's RTS takes retry_cnt = 1: rxe retries\n\
+               rc_pingpong's 7 forever)",
         code: "src/breakit/modify_qp_rts.rs wrong_sq_psn: sq_psn = psn + 1; the correct\n\
                call is modify_qp_rts(&q.qp, local.psn) in steps/06_modify_qp_rts.rs",
         fix: "use the same PSN in the exchange and in RTS (rc_pingpong: my_dest.psn)",
