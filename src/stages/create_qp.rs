@@ -13,8 +13,9 @@
 //! **QP.** The `cap` fields size the two queues: `max_recv_wr = rx_depth` receives may be
 //! posted at once, `max_send_wr = 1` send (rc_pingpong never has more in flight). The device
 //! may grant more than asked, and `ibv_query_qp` tells what it really did — notably
-//! `max_inline_data`, the largest message the CPU may copy into the work request itself
-//! (`IBV_SEND_INLINE`), which saves the HCA a DMA read for small messages.
+//! `max_inline_data`, the largest message the CPU may copy into the send queue's own entry
+//! for the WR (its WQE) at post time (`IBV_SEND_INLINE`), which saves the HCA a DMA read
+//! for small messages.
 //!
 //! **RESET→INIT.** A new QP is in RESET and can do nothing. INIT binds it to a port and a
 //! partition key and sets what *remote* peers may do to our memory through it

@@ -10,9 +10,12 @@
 //! or more *ports*, numbered from 1. On InfiniBand a port is addressed by its LID, assigned
 //! by the subnet manager. On RoCE (RDMA over Ethernet) there is no subnet manager and the
 //! LID is 0: a port is addressed by a **GID**, an IPv6-format address derived from the
-//! netdev's MAC or IP addresses. The port's GID table lists them; on rxe, index 0 is the
-//! link-local `fe80::` GID and index 1 the IPv4-mapped `::ffff:a.b.c.d` (RoCE v2) one. The
-//! `-g` index chosen here is what stage 05 puts in the GRH.
+//! netdev's MAC or IP addresses. The port's GID table lists them, one entry per address of
+//! the netdev (and, on adapters that speak both, per RoCE version): on rxe every entry is
+//! RoCE v2, the link-local `fe80::` one first, then the IPv4-mapped `::ffff:a.b.c.d` ones —
+//! in the lab VM, index 0 and index 1. Which index holds which address depends on the
+//! netdev's addresses, so read the table. The `-g` index chosen here is what stage 05 puts
+//! in the address vector.
 
 use std::rc::Rc;
 

@@ -17,7 +17,8 @@
 //!
 //! **Signaled, inline.** `IBV_SEND_SIGNALED` asks for a completion when the send is done
 //! (acknowledged by the peer, on RC). `IBV_SEND_INLINE`, when the message fits, copies it
-//! into the WR at post time, so the buffer is free again as soon as `ibv_post_send` returns.
+//! into the send queue's WQE at post time, so the buffer is free again as soon as
+//! `ibv_post_send` returns.
 
 use std::time::{Duration, Instant};
 

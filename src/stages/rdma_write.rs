@@ -133,8 +133,10 @@ pub fn write_and_notify(
     wait_for(cq, &[RDMA_WRITE_WRID, WRITE_IMM_WRID], timeout)
 }
 
-/// Target: wait for the WRITE WITH IMMEDIATE's completion, then check the buffer holds
-/// what the immediate data says was written.
+/// Target: wait for the WRITE WITH IMMEDIATE's completion, then check that the first `size`
+/// bytes of the buffer (its own `-s`, which both sides agree on) hold the writer's pattern.
+/// The immediate is only the notice: in a single write it carries the byte count, in
+/// `--bw` the number of writes, and the target checks neither against it.
 pub fn await_notice_and_verify(cq: &Cq, mr: &Mr, size: u32, timeout: Duration) -> Result<()> {
     wait_for(cq, &[PINGPONG_RECV_WRID], timeout)?;
     verify(mr.buf(), size as usize)?;
