@@ -251,3 +251,112 @@ fn mdbook_test_passes() {
         problems.join("\n")
     );
 }
+
+/// No listing or output block of chapters 01–09 scrolls sideways at 1280 px: a reader sees
+/// the whole of every trace line (book/theme/wrap.css wraps them). Chromium loads each
+/// chapter into a 1280-px-wide frame of a page of ours, which opens every folded
+/// `<details>` and lists each `<pre>` wider than its box.
+#[test]
+fn no_block_of_chapters_01_to_09_scrolls_sideways_at_1280px() {
+    let mdbook = find_tool("mdbook", "run book/install-tools");
+    let chromium = find_tool(
+        "chromium",
+        "run book/install-tools --with-chromium (apt-get install chromium)",
+    );
+    let html = temp_dir("html-width");
+    let (ok, out, err) = run_with_timeout(
+        Command::new(&mdbook).arg("build").arg(root().join("book")).arg("-d").arg(&html),
+        Duration::from_secs(120),
+    );
+    assert!(ok, "mdbook build failed:\n{out}{err}");
+    let mut chapters: Vec<String> = fs::read_dir(&html)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.len() > 3 && n.as_bytes()[2] == b'_' && n.as_bytes()[..2].iter().all(u8::is_ascii_digit) && n.ends_with(".html"))
+        .collect();
+    chapters.sort();
+    assert_eq!(chapters.len(), 9, "chapters 01–09 built: {chapters:?}");
+
+    let measure = html.join("measure-width.html");
+    let list = chapters.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(",");
+    fs::write(
+        &measure,
+        format!(
+            r#"<!DOCTYPE html><html><body><pre id="result">pending</pre>
+<iframe id="f" style="width:1280px;height:900px;border:0"></iframe>
+<script>
+const chapters = [{list}];
+const found = new Set();
+const seen = new Set();
+function next(i) {{
+  if (i === chapters.length) {{
+    document.getElementById("result").textContent =
+      "blocks " + seen.size + "\n" + [...found].join("\n");
+    return;
+  }}
+  const f = document.getElementById("f");
+  let measured = false;
+  f.onload = () => {{
+    // Measure each chapter once, on its first load.
+    if (measured) return;
+    measured = true;
+    const d = f.contentDocument;
+    d.querySelectorAll("details").forEach(x => x.open = true);
+    d.querySelectorAll("main pre").forEach((p, k) => {{
+      seen.add(chapters[i] + " " + k);
+      // The scroller may be the <pre> or the highlighted <code> inside it.
+      for (const e of [p, p.querySelector("code")]) {{
+        if (e && e.scrollWidth > e.clientWidth + 1) {{
+          found.add(chapters[i] + " block " + k + ": " + e.scrollWidth + " px in a " +
+            e.clientWidth + " px box: " + p.textContent.trim().slice(0, 70));
+          break;
+        }}
+      }}
+    }});
+    next(i + 1);
+  }};
+  f.src = chapters[i];
+}}
+next(0);
+</script></body></html>"#
+        ),
+    )
+    .unwrap();
+    let profile = temp_dir("chromium-profile-width");
+    let (ok, dom, err) = run_with_timeout(
+        Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                // The frame's chapters are files too: let our page read their DOM.
+                "--allow-file-access-from-files",
+                "--window-size=1300,1000",
+                "--virtual-time-budget=60000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("--dump-dom")
+            .arg(format!("file://{}", measure.display())),
+        Duration::from_secs(180),
+    );
+    let _ = fs::remove_dir_all(&profile);
+    assert!(ok && dom.contains("</html>"), "chromium --dump-dom failed:\n{err}");
+    let result = dom
+        .split_once("<pre id=\"result\">")
+        .and_then(|(_, r)| r.split_once("</pre>"))
+        .map(|(r, _)| text_of(r))
+        .unwrap_or_default();
+    let mut lines = result.lines();
+    let counted = lines.next().unwrap_or("");
+    let blocks: usize = counted.strip_prefix("blocks ").and_then(|n| n.parse().ok()).unwrap_or_else(|| {
+        panic!("the measuring page did not finish: {result:?}\n{err}")
+    });
+    assert!(blocks >= 100, "only {blocks} blocks measured in chapters 01–09");
+    let wide: Vec<&str> = lines.collect();
+    assert!(wide.is_empty(), "{} of {blocks} blocks scroll sideways at 1280 px:\n{}", wide.len(), wide.join("\n"));
+}
