@@ -121,9 +121,7 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
             if !channel.wait_event(opts.timeout)? {
                 return Err(no_completion("ibv_get_cq_event", opts, scnt, rcnt));
             }
-            // ANCHOR: hole_get_cq_event HOLE: with -e: take the event that woke us off the channel (ibv_get_cq_event)
             channel.get_cq_event(&q.cq)?;
-            // ANCHOR_END: hole_get_cq_event
             num_cq_events += 1;
             // ANCHOR: hole_rearm HOLE: with -e: arming is one-shot. What must happen before we poll, so no completion is missed?
             q.cq.req_notify(false)?;
@@ -184,9 +182,7 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
 
     trace::event("ping-pong").kv("sends", scnt).kv("recvs", rcnt).emit();
     if q.channel.is_some() {
-        // ANCHOR: hole_ack HOLE: with -e: acknowledge every CQ event we got, once, before the CQ can be destroyed (ibv_ack_cq_events)
         q.cq.ack_events();
-        // ANCHOR_END: hole_ack
         trace::event("ibv_ack_cq_events").kv("nevents", num_cq_events).emit();
     }
     if opts.chk {
