@@ -308,7 +308,7 @@ function next(i) {{
       for (const e of [p, p.querySelector("code")]) {{
         if (e && e.scrollWidth > e.clientWidth + 1) {{
           found.add(chapters[i] + " block " + k + ": " + e.scrollWidth + " px in a " +
-            e.clientWidth + " px box: " + p.textContent.trim().slice(0, 70));
+            e.clientWidth + " px box: " + p.textContent.trim().replace(/\s+/g, " ").slice(0, 70));
           break;
         }}
       }}
