@@ -70,7 +70,8 @@ const STEPS: [Step; 9] = [
     Step { nn: "01", bin: "01_open_device", stage: "open_device", peer: Peer::Alone, runs: &[&[]] },
     Step { nn: "02", bin: "02_alloc_pd", stage: "alloc_pd", peer: Peer::Alone, runs: &[&[]] },
     Step { nn: "03", bin: "03_reg_mr", stage: "reg_mr", peer: Peer::Alone, runs: &[&[], &["-s", "100"]] },
-    Step { nn: "04", bin: "04_create_qp", stage: "create_qp", peer: Peer::Alone, runs: &[&[], &["-e", "-s", "64"]] },
+    // -e: the completion channel; -s 16: a size that goes inline on rxe0 (max_inline_data 16).
+    Step { nn: "04", bin: "04_create_qp", stage: "create_qp", peer: Peer::Alone, runs: &[&[], &["-e", "-s", "16"]] },
     Step { nn: "05", bin: "05_modify_qp_rtr", stage: "modify_qp_rtr", peer: Peer::C, runs: &[&[]] },
     Step { nn: "06", bin: "06_modify_qp_rts", stage: "modify_qp_rts", peer: Peer::C, runs: &[&[]] },
     Step { nn: "07", bin: "07_post_send", stage: "post_send", peer: Peer::C, runs: &[&[]] },
