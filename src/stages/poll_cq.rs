@@ -31,10 +31,13 @@
 //! (qp->comp.retry_cnt != 7) qp->comp.retry_cnt--`). A *receiver* is told nothing — a
 //! posted receive simply never completes — and rc_pingpong then polls (or sleeps in
 //! `ibv_get_cq_event`) forever. So the
-//! loop has a watchdog: when no completion has come for `--timeout` seconds, it gives up
-//! with an explained error. It costs nothing per message: the clock is read only while the
-//! CQ is empty, and then only once every [`WATCHDOG_POLLS`] empty polls; with `-e` the
-//! wait for an event is a `poll(2)` with that timeout.
+//! loop has a watchdog ([`Watchdog`]): a second thread that fires when no completion has
+//! come for `--timeout` seconds; the loop then gives up with an explained error. It costs
+//! nothing per message that matters: the loop stores a progress count per completion and,
+//! only while the CQ is empty, loads a flag; no clock, no system call. With `-e`, where the
+//! loop sleeps in `ibv_get_cq_event`'s `read()`, the watchdog's signal interrupts that read.
+//! (A `poll(2)` with a timeout before each `ibv_get_cq_event` would bound the wait too, at
+//! the price of a system call per message: 7 % of a 64-byte round trip on rxe.)
 
 use std::time::{Duration, Instant};
 
@@ -43,7 +46,7 @@ use crate::error::{Error, Result};
 use crate::stages::create_qp::Queues;
 use crate::stages::post_send::{check_wc, post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::trace;
-use crate::verbs::{self, page_size, Mr};
+use crate::verbs::{self, page_size, Mr, Watchdog};
 
 /// The ping-pong's parameters (`-s`, `-r`, `-n`, `-c`).
 #[derive(Debug, Clone, Copy)]
@@ -59,11 +62,6 @@ pub struct PingpongOptions {
     /// Give up when no completion came for this long (`--timeout`): the peer is gone.
     pub timeout: Duration,
 }
-
-/// Empty polls between two looks at the clock while the CQ stays empty: reading the clock
-/// is cheap but not free, and the loop must cost the same as rc_pingpong's per message.
-/// At roughly 0.1–1 µs per empty poll, the watchdog notices a silence within milliseconds.
-pub const WATCHDOG_POLLS: u64 = 4096;
 
 /// The loop's outcome, for [`print_stats`].
 #[derive(Debug, Clone, Copy)]
@@ -105,8 +103,6 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
     let mut num_cq_events = 0u32;
     let (mut rcnt, mut scnt) = (0u32, 0u32);
     let mut wc = [verbs::WC_ZERO; 2];
-    let mut empty_polls = 0u64;
-    let mut idle_since = Instant::now();
 
     let mute = trace::mute();
     let mut pending = PINGPONG_RECV_WRID;
@@ -115,70 +111,78 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
         pending |= PINGPONG_SEND_WRID;
     }
 
+    // The bound on a silent peer: a thread that fires when no completion came for
+    // `opts.timeout` (see the module doc). In the loop it costs a store per completion.
+    let dog = Watchdog::start(opts.timeout)?;
     let start = Instant::now();
-    while rcnt < opts.iters || scnt < opts.iters {
-        if let Some(channel) = &q.channel {
-            if !channel.wait_event(opts.timeout)? {
-                return Err(no_completion("ibv_get_cq_event", opts, scnt, rcnt));
+    // The loop is a closure so that, when the watchdog has fired, whatever error it ended
+    // with (the interrupted ibv_get_cq_event's EINTR) becomes the watchdog's explanation.
+    let mut exchange = || -> Result<()> {
+        while rcnt < opts.iters || scnt < opts.iters {
+            if let Some(channel) = &q.channel {
+                channel.get_cq_event(&q.cq)?;
+                num_cq_events += 1;
+                // ANCHOR: hole_rearm HOLE: with -e: arming is one-shot. What must happen before we poll, so no completion is missed?
+                q.cq.req_notify(false)?;
+                // ANCHOR_END: hole_rearm
             }
-            channel.get_cq_event(&q.cq)?;
-            num_cq_events += 1;
-            // ANCHOR: hole_rearm HOLE: with -e: arming is one-shot. What must happen before we poll, so no completion is missed?
-            q.cq.req_notify(false)?;
-            // ANCHOR_END: hole_rearm
-        }
 
-        let ne = loop {
-            // ANCHOR: hole_poll HOLE(usize): take up to two completions off the CQ without blocking (ibv_poll_cq): how many came
-            let ne = q.cq.poll(&mut wc)?;
-            // ANCHOR_END: hole_poll
-            if q.channel.is_some() || ne >= 1 {
-                break ne;
-            }
-            // The watchdog, off the fast path: only empty polls count, and only every
-            // WATCHDOG_POLLS-th looks at the clock (the first such look starts the clock).
-            empty_polls += 1;
-            if empty_polls % WATCHDOG_POLLS == 0 {
-                let now = Instant::now();
-                if empty_polls == WATCHDOG_POLLS {
-                    idle_since = now;
-                } else if now - idle_since >= opts.timeout {
-                    return Err(no_completion("ibv_poll_cq", opts, scnt, rcnt));
+            let ne = loop {
+                // ANCHOR: hole_poll HOLE(usize): take up to two completions off the CQ without blocking (ibv_poll_cq): how many came
+                let ne = q.cq.poll(&mut wc)?;
+                // ANCHOR_END: hole_poll
+                if q.channel.is_some() || ne >= 1 {
+                    break ne;
                 }
-            }
-        };
-        empty_polls = 0;
+                // An empty poll: one load tells whether the watchdog gave up on the peer.
+                if dog.fired() {
+                    return Err(Error::new("ibv_poll_cq"));
+                }
+            };
+            dog.progress();
 
-        for wc in &wc[..ne] {
-            check_wc(wc)?;
-            match wc.wr_id() {
-                PINGPONG_SEND_WRID => scnt += 1,
-                PINGPONG_RECV_WRID => {
-                    routs -= 1;
-                    // ANCHOR: hole_refill HOLE: a receive was used up (routs counts those still posted): when at most one is left, post enough to have rx_depth again
-                    if routs <= 1 {
-                        post_recv(&q.qp, mr, opts.size, opts.rx_depth - routs)?;
-                        routs = opts.rx_depth;
+            for wc in &wc[..ne] {
+                check_wc(wc)?;
+                match wc.wr_id() {
+                    PINGPONG_SEND_WRID => scnt += 1,
+                    PINGPONG_RECV_WRID => {
+                        routs -= 1;
+                        // ANCHOR: hole_refill HOLE: a receive was used up (routs counts those still posted): when at most one is left, post enough to have rx_depth again
+                        if routs <= 1 {
+                            post_recv(&q.qp, mr, opts.size, opts.rx_depth - routs)?;
+                            routs = opts.rx_depth;
+                        }
+                        // ANCHOR_END: hole_refill
+                        rcnt += 1;
                     }
-                    // ANCHOR_END: hole_refill
-                    rcnt += 1;
+                    other => {
+                        return Err(Error::new(format!("completion for unknown wr_id {other}")));
+                    }
                 }
-                other => {
-                    return Err(Error::new(format!("completion for unknown wr_id {other}")));
-                }
-            }
 
-            // ANCHOR: hole_pending HOLE: this completion's wr_id is no longer awaited: clear its bit in `pending`
-            pending &= !wc.wr_id();
-            // ANCHOR_END: hole_pending
-            if scnt < opts.iters && pending == 0 {
-                post_send(&q.qp, mr, opts.size, q.send_flags)?;
-                pending = PINGPONG_RECV_WRID | PINGPONG_SEND_WRID;
+                // ANCHOR: hole_pending HOLE: this completion's wr_id is no longer awaited: clear its bit in `pending`
+                pending &= !wc.wr_id();
+                // ANCHOR_END: hole_pending
+                if scnt < opts.iters && pending == 0 {
+                    post_send(&q.qp, mr, opts.size, q.send_flags)?;
+                    pending = PINGPONG_RECV_WRID | PINGPONG_SEND_WRID;
+                }
             }
         }
-    }
+        Ok(())
+    };
+    let looped = exchange();
     let elapsed = start.elapsed();
     drop(mute);
+    let fired = dog.fired();
+    drop(dog);
+    if let Err(err) = looped {
+        if fired {
+            let verb = if q.channel.is_some() { "ibv_get_cq_event" } else { "ibv_poll_cq" };
+            return Err(no_completion(verb, opts, scnt, rcnt));
+        }
+        return Err(err);
+    }
 
     trace::event("ping-pong").kv("sends", scnt).kv("recvs", rcnt).emit();
     if q.channel.is_some() {
