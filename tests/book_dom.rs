@@ -12,7 +12,7 @@
 //! without them.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -128,27 +128,24 @@ fn first_content_line(lines: impl Iterator<Item = String>) -> String {
         .expect("a non-trivial line")
 }
 
-#[test]
-fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
+/// `mdbook build book` into a fresh directory of ours; its path.
+fn build_book(tag: &str) -> PathBuf {
     let mdbook = find_tool("mdbook", "run book/install-tools");
+    let html = temp_dir(tag);
+    let (ok, out, err) = run_with_timeout(
+        Command::new(&mdbook).arg("build").arg(root().join("book")).arg("-d").arg(&html),
+        Duration::from_secs(120),
+    );
+    assert!(ok, "mdbook build failed:\n{out}{err}");
+    html
+}
+
+/// The DOM of `page` after its scripts ran, from headless Chromium (with `extra` flags).
+fn chromium_dom(page: &Path, extra: &[&str], limit: Duration) -> String {
     let chromium = find_tool(
         "chromium",
         "run book/install-tools --with-chromium (apt-get install chromium)",
     );
-
-    let html = temp_dir("html");
-    let (ok, out, err) = run_with_timeout(
-        Command::new(&mdbook)
-            .arg("build")
-            .arg(root().join("book"))
-            .arg("-d")
-            .arg(&html),
-        Duration::from_secs(120),
-    );
-    assert!(ok, "mdbook build failed:\n{out}{err}");
-    let page = html.join(format!("{CHAPTER}.html"));
-    assert!(page.is_file(), "{} not built", page.display());
-
     let profile = temp_dir("chromium-profile");
     let (ok, dom, err) = run_with_timeout(
         Command::new(&chromium)
@@ -162,16 +159,23 @@ fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
                 "--disable-component-update",
                 "--disable-sync",
             ])
+            .args(extra)
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("--dump-dom")
             .arg(format!("file://{}", page.display())),
-        Duration::from_secs(120),
+        limit,
     );
     let _ = fs::remove_dir_all(&profile);
-    assert!(
-        ok && dom.contains("</html>"),
-        "chromium --dump-dom failed:\n{err}"
-    );
+    assert!(ok && dom.contains("</html>"), "chromium --dump-dom failed:\n{err}");
+    dom
+}
+
+#[test]
+fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
+    let html = build_book("html");
+    let page = html.join(format!("{CHAPTER}.html"));
+    assert!(page.is_file(), "{} not built", page.display());
+    let dom = chromium_dom(&page, &[], Duration::from_secs(120));
 
     // The title, in <title> and as the chapter's heading.
     let title = dom
@@ -258,17 +262,7 @@ fn mdbook_test_passes() {
 /// `<details>` and lists each `<pre>` wider than its box.
 #[test]
 fn no_block_of_chapters_01_to_09_scrolls_sideways_at_1280px() {
-    let mdbook = find_tool("mdbook", "run book/install-tools");
-    let chromium = find_tool(
-        "chromium",
-        "run book/install-tools --with-chromium (apt-get install chromium)",
-    );
-    let html = temp_dir("html-width");
-    let (ok, out, err) = run_with_timeout(
-        Command::new(&mdbook).arg("build").arg(root().join("book")).arg("-d").arg(&html),
-        Duration::from_secs(120),
-    );
-    assert!(ok, "mdbook build failed:\n{out}{err}");
+    let html = build_book("html-width");
     let mut chapters: Vec<String> = fs::read_dir(&html)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -322,30 +316,16 @@ next(0);
         ),
     )
     .unwrap();
-    let profile = temp_dir("chromium-profile-width");
-    let (ok, dom, err) = run_with_timeout(
-        Command::new(&chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                // The frame's chapters are files too: let our page read their DOM.
-                "--allow-file-access-from-files",
-                "--window-size=1300,1000",
-                "--virtual-time-budget=60000",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg("--dump-dom")
-            .arg(format!("file://{}", measure.display())),
+    let dom = chromium_dom(
+        &measure,
+        &[
+            // The frame's chapters are files too: let our page read their DOM.
+            "--allow-file-access-from-files",
+            "--window-size=1300,1000",
+            "--virtual-time-budget=60000",
+        ],
         Duration::from_secs(180),
     );
-    let _ = fs::remove_dir_all(&profile);
-    assert!(ok && dom.contains("</html>"), "chromium --dump-dom failed:\n{err}");
     let result = dom
         .split_once("<pre id=\"result\">")
         .and_then(|(_, r)| r.split_once("</pre>"))
@@ -354,7 +334,7 @@ next(0);
     let mut lines = result.lines();
     let counted = lines.next().unwrap_or("");
     let blocks: usize = counted.strip_prefix("blocks ").and_then(|n| n.parse().ok()).unwrap_or_else(|| {
-        panic!("the measuring page did not finish: {result:?}\n{err}")
+        panic!("the measuring page did not finish: {result:?}")
     });
     assert!(blocks >= 100, "only {blocks} blocks measured in chapters 01–09");
     let wide: Vec<&str> = lines.collect();
