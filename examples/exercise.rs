@@ -316,36 +316,13 @@ fn spawn(program: &str, args: &[String], line_buffered: bool) -> Child {
 }
 
 /// Waits for `child` until `deadline`, then kills it.
-fn finish(mut child: Child, what: &str, deadline: Instant) -> Ran {
-    use std::io::Read;
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+fn finish(child: Child, what: &str, deadline: Instant) -> Ran {
+    let (status, stdout, stderr) = common::wait_or_kill(child, deadline);
     Ran {
         what: what.to_string(),
-        stdout: String::from_utf8_lossy(&out_t.join().unwrap()).into_owned(),
-        stderr: String::from_utf8_lossy(&err_t.join().unwrap()).into_owned(),
-        status,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        status: status.and_then(|s| s.code()),
     }
 }
 

@@ -666,9 +666,10 @@ pub fn spawn(program: &str, args: &[String]) -> Child {
         .unwrap_or_else(|e| panic!("cannot start {program}: {e}"))
 }
 
-/// Waits for `child` at most until `deadline`; kills it and panics after that.
-pub fn wait(mut child: Child, what: &str, deadline: Instant) -> Output {
-    // Drain the pipes on threads so a chatty child cannot block on a full pipe.
+/// Waits for `child` until `deadline` and kills it then: its exit status (`None` when it
+/// had to be killed), stdout and stderr. The pipes are drained on threads, so a chatty
+/// child cannot block on a full pipe.
+pub fn wait_or_kill(mut child: Child, deadline: Instant) -> (Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>) {
     let mut out = child.stdout.take().expect("stdout piped");
     let mut err = child.stderr.take().expect("stderr piped");
     let out_t = std::thread::spawn(move || {
@@ -683,18 +684,29 @@ pub fn wait(mut child: Child, what: &str, deadline: Instant) -> Output {
     });
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
+            break Some(status);
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            let stdout = String::from_utf8_lossy(&out_t.join().unwrap()).into_owned();
-            let stderr = String::from_utf8_lossy(&err_t.join().unwrap()).into_owned();
-            panic!("{what} did not finish in time and was killed\n--- stdout\n{stdout}--- stderr\n{stderr}");
+            break None;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Output { status, stdout: out_t.join().unwrap(), stderr: err_t.join().unwrap() }
+    (status, out_t.join().unwrap(), err_t.join().unwrap())
+}
+
+/// Waits for `child` at most until `deadline`; kills it and panics after that.
+pub fn wait(child: Child, what: &str, deadline: Instant) -> Output {
+    let (status, stdout, stderr) = wait_or_kill(child, deadline);
+    let Some(status) = status else {
+        panic!(
+            "{what} did not finish in time and was killed\n--- stdout\n{}--- stderr\n{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        );
+    };
+    Output { status, stdout, stderr }
 }
 
 /// Runs one program to completion (bounded by [`TIMEOUT`]).
