@@ -326,20 +326,6 @@ fn finish(child: Child, what: &str, deadline: Instant) -> Ran {
     }
 }
 
-/// True when some socket listens on TCP `port` (the C client does not retry a refused
-/// connect, and a probe connection would use up the server's single accept).
-fn listening(port: u16) -> bool {
-    let needle = format!(":{port:04X} ");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|file| {
-        std::fs::read_to_string(file).is_ok_and(|text| {
-            text.lines().any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&needle) && cols[3] == "0A"
-            })
-        })
-    })
-}
-
 /// One run of a step: ours (the program under test) and, for 05–09, the peer.
 struct RunResult {
     ours: Ran,
@@ -388,7 +374,7 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: S
         }
     };
     let mut server = server;
-    while !listening(port.parse().unwrap()) && Instant::now() < deadline {
+    while !common::listening(port.parse().unwrap()) && Instant::now() < deadline {
         if server.try_wait().unwrap().is_some() {
             break;
         }

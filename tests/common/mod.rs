@@ -766,8 +766,9 @@ fn port_of(args: &[String]) -> u16 {
 }
 
 /// True when some socket listens on TCP `port` (state 0A in /proc/net/tcp{,6}); checking
-/// this way does not consume the server's one accept.
-fn listening(port: u16) -> bool {
+/// this way does not consume the server's one accept (and the C client does not retry a
+/// refused connect, so the exercise grader waits for this too).
+pub fn listening(port: u16) -> bool {
     let needle = format!(":{port:04X} ");
     ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|file| {
         std::fs::read_to_string(file).is_ok_and(|text| {
