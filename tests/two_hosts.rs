@@ -6,9 +6,11 @@
 //! The decoded packets of 07, 08 and 09 are checked against what the two sides exchanged over
 //! TCP — the first PSN on the wire is the sender's exchanged PSN, the RETH carries the
 //! target's exchanged rkey and address — and kept as snapshots, which the book's "What
-//! goes on the wire" sections include. Two lessons only two hosts can teach close the file:
-//! a path MTU above the link's, and a host that dies mid-run. Snapshots go through the
-//! shared redaction table (tests/common).
+//! goes on the wire" sections include. Two lessons only two hosts can teach follow: a path
+//! MTU above the link's, and a host that dies mid-run. Three break-it cases close the file,
+//! seen on the wire: an RNR NAK and its retry, a PSN sequence NAK, and a retransmission
+//! after the ACK timeout. tests/book.rs draws the book's ladder diagrams from these
+//! snapshots. Snapshots go through the shared redaction table (tests/common).
 
 mod common;
 
@@ -458,4 +460,69 @@ fn a_host_that_dies_mid_run_leaves_the_survivor_to_its_watchdog() {
         complaints(&run, "h2") + &lines(&run, "h2", &["rxe0:"]),
     );
     snapshot("host-dies-08_poll_cq", &view);
+}
+
+/// A break-it case across the two hosts, with one-packet messages (`-s 1024`, the link's
+/// active_mtu), so that every retry is one packet. Both sides take the case, as in one VM.
+fn break_across_two_hosts(exe: &str, case: &str) -> Run {
+    let args = format!("{DEVICE_ARGS} -p {} -s 1024 --timeout 10 --break {case}", common::tcp_port());
+    across_two_hosts_as(&format!("break-{case}"), &format!("{exe} {args}"), &format!("{exe} {args} 192.0.2.1"), 1)
+}
+
+/// The RNR NAK, and the retry it asks for: the server posted no receive, so its device
+/// answers the SEND "receiver not ready" (AETH type 01, with the server's min_rnr_timer,
+/// 12: 0.64 ms); the client waits that long and sends the same packet again, once
+/// (rnr_retry = 1 in this case), then fails with IBV_WC_RNR_RETRY_EXC_ERR.
+#[test]
+fn an_rnr_nak_and_its_retry_on_the_wire() {
+    let run = break_across_two_hosts(env!("CARGO_BIN_EXE_07_post_send"), "no-recv-rnr-retry");
+    assert!(run.output.contains("[h2] error: work request"), "{}", run.output);
+    assert!(run.output.contains("RNR retry counter exceeded"), "{}", run.output);
+    let psn = run.local_psn("h2");
+    let sends: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.2" && p.opcode == "RC Send Only").collect();
+    let naks: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.1" && p.rest.contains("syndrome=0x2c")).collect();
+    // The first try and one retry, each the same packet, each answered by an RNR NAK
+    // (0x2c: type 01 RNR NAK, timer code 12).
+    assert_eq!(sends.len(), 2, "{:?}", run.packets);
+    assert!(sends.iter().all(|p| p.psn == psn), "{:?}", run.packets);
+    assert_eq!(naks.len(), 2, "{:?}", run.packets);
+    assert!(naks.iter().all(|p| p.psn == psn), "{:?}", run.packets);
+    snapshot("break-07_post_send-no-recv-rnr-retry", &wire_in_time(&run));
+}
+
+/// The PSN sequence NAK: the client starts one PSN past the one it announced, so the
+/// server's responder answers its first packet once with a NAK (AETH 0x60: type 11 NAK,
+/// code 0 PSN sequence error) naming the PSN it expects — one before anything the client
+/// has outstanding, which the client drops. The client's retry after the ACK timeout gets
+/// no answer, and it fails with IBV_WC_RETRY_EXC_ERR.
+#[test]
+fn a_psn_sequence_nak_on_the_wire() {
+    let run = break_across_two_hosts(env!("CARGO_BIN_EXE_06_modify_qp_rts"), "wrong-sq-psn");
+    assert!(run.output.contains("transport retry counter exceeded"), "{}", run.output);
+    let psn = run.local_psn("h2");
+    let sends: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.2" && p.opcode == "RC Send Only").collect();
+    let naks: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.1" && p.rest.contains("syndrome=0x60")).collect();
+    assert_eq!(sends.len(), 2, "{:?}", run.packets);
+    assert!(sends.iter().all(|p| p.psn == (psn + 1) & 0xff_ffff), "{:?}", run.packets);
+    assert_eq!(naks.len(), 1, "one NAK, not one per packet: {:?}", run.packets);
+    assert_eq!(naks[0].psn, psn, "the NAK names the PSN the server expects");
+    snapshot("break-06_modify_qp_rts-wrong-sq-psn", &wire_in_time(&run));
+}
+
+/// Retransmission after the ACK timeout: the client's QP names a QP the server does not
+/// have, so the server's device drops the SEND without a word; after the ACK timeout
+/// (14: 67 ms) the client sends it again (retry_cnt = 1 in this case), then fails with
+/// IBV_WC_RETRY_EXC_ERR.
+#[test]
+fn a_retransmission_after_the_ack_timeout_on_the_wire() {
+    let run = break_across_two_hosts(env!("CARGO_BIN_EXE_05_modify_qp_rtr"), "wrong-dest-qpn");
+    assert!(run.output.contains("transport retry counter exceeded"), "{}", run.output);
+    let psn = run.local_psn("h2");
+    assert!(run.packets.iter().all(|p| p.src == "192.0.2.2"), "the server answered: {:?}", run.packets);
+    assert_eq!(run.packets.len(), 2, "{:?}", run.packets);
+    assert!(run.packets.iter().all(|p| p.opcode == "RC Send Only" && p.psn == psn), "{:?}", run.packets);
+    let times = times_of(&run, "192.0.2.2", psn);
+    let gap = times[1] - times[0];
+    assert!((0.030..0.300).contains(&gap), "the retry came {gap} s after the first try, not one ACK timeout");
+    snapshot("break-05_modify_qp_rtr-wrong-dest-qpn", &wire_in_time(&run));
 }
