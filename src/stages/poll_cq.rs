@@ -31,8 +31,9 @@
 //! (qp->comp.retry_cnt != 7) qp->comp.retry_cnt--`). A *receiver* is told nothing — a
 //! posted receive simply never completes — and rc_pingpong then polls (or sleeps in
 //! `ibv_get_cq_event`) forever. So the
-//! loop has a watchdog ([`Watchdog`]): a second thread that fires when no completion has
-//! come for `--timeout` seconds; the loop then gives up with an explained error. It costs
+//! loop has a watchdog ([`Watchdog`]): an interval timer (`SIGALRM`, every quarter of
+//! `--timeout`) whose handler fires when no completion has come for `--timeout` seconds;
+//! the loop then gives up with an explained error. It costs
 //! nothing per message that matters: the loop stores a progress count per completion and,
 //! only while the CQ is empty, loads a flag; no clock, no system call. With `-e`, where the
 //! loop sleeps in `ibv_get_cq_event`'s `read()`, the watchdog's signal interrupts that read.
@@ -111,7 +112,7 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
         pending |= PINGPONG_SEND_WRID;
     }
 
-    // The bound on a silent peer: a thread that fires when no completion came for
+    // The bound on a silent peer: a timer that fires when no completion came for
     // `opts.timeout` (see the module doc). In the loop it costs a store per completion.
     let dog = Watchdog::start(opts.timeout)?;
     let start = Instant::now();
