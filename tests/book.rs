@@ -9,7 +9,8 @@
 //! - every "Run it" and "Break it" section includes the real output behind each of the
 //!   step's snapshots (`book/src/output/*.txt`), and each output redacts exactly to its
 //!   snapshot; every snapshot included directly has insta's YAML header cut off exactly;
-//! - the generated diffs (`book/gen-diffs`) are current;
+//! - the generated diffs (`book/gen-diffs`) are current, and so are "Run it"'s views of what
+//!   each stage adds to the trace (`book/src/added/`) and the ladder diagrams of the wire;
 //! - every Rust fence is `rust,ignore` (the code is compiled as the crate, not as doctests),
 //!   so `mdbook test book` has nothing to compile (tests/book_dom.rs runs `mdbook test` on
 //!   the host: it starts one rustdoc per chapter, ~1 min under the lab VM's emulated CPU);
@@ -391,6 +392,10 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
         let mut shown = BTreeSet::new();
         for inc in &incs {
             let name = inc.file.file_name().unwrap().to_string_lossy().to_string();
+            // What the stage adds, generated from the same output (run_it_shows_what_each_stage_adds).
+            if inc.file == book_src().join("added").join(&name) && inc.selector.is_empty() {
+                continue;
+            }
             assert!(
                 inc.file == output_of(&name.replace(".txt", ".snap")) && inc.selector.is_empty(),
                 "{}: `Run it` must include a whole book/src/output/<snapshot>.txt (the real output \
@@ -1161,5 +1166,101 @@ fn ladder_diagrams_are_drawn_from_the_two_host_captures() {
              RDMA_DISSECT_BOOK=write cargo test --test book ladder"
         );
         assert!(chapters.contains(&format!("(diagrams/{svg_name})")), "no chapter shows diagrams/{svg_name}");
+    }
+}
+
+/// "Run it" shows first what the stage adds: each step's real trace with the lines the
+/// previous step printed too folded into one `⋮ N lines as in …` line, generated into
+/// `book/src/added/` from `book/src/output/` (the whole trace follows, folded, in a
+/// `<details>`). A line counts as printed before when it matches one of the previous
+/// step's lines but for its numbers (QPNs, keys, addresses and counts change from run to
+/// run and step to step). Regenerated with `RDMA_DISSECT_BOOK=write cargo test --test book
+/// added`.
+#[test]
+fn run_it_shows_what_each_stage_adds() {
+    let write = std::env::var("RDMA_DISSECT_BOOK").is_ok_and(|v| v == "write");
+    let outputs = book_src().join("output");
+    let added = book_src().join("added");
+    if write {
+        fs::create_dir_all(&added).unwrap();
+    }
+    // Numbers become '#': hex after 0x, then decimal runs.
+    let shape = |line: &str| -> String {
+        let mut out = String::new();
+        let mut chars = line.trim_end().chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '0' && chars.peek() == Some(&'x') {
+                chars.next();
+                out.push_str("0x#");
+                while chars.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
+                    chars.next();
+                }
+            } else if c.is_ascii_digit() {
+                out.push('#');
+                while chars.peek().is_some_and(|c| c.is_ascii_digit()) {
+                    chars.next();
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    let steps: Vec<String> = read(&root().join("Cargo.toml"))
+        .lines()
+        .filter_map(|l| l.strip_prefix("path = \"steps/")?.strip_suffix(".rs\"").map(str::to_string))
+        .collect();
+    assert_eq!(steps.len(), 9, "{steps:?}");
+    for pair in steps.windows(2) {
+        let (prev, step) = (&pair[0], &pair[1]);
+        let roles: &[&str] = if outputs.join(format!("steps__{step}.txt")).exists() { &[""] } else { &["-server", "-client"] };
+        let chapter = read(&book_src().join(format!("{step}.md")));
+        for role in roles {
+            let name = format!("steps__{step}{role}.txt");
+            let prev_file = [format!("steps__{prev}{role}.txt"), format!("steps__{prev}.txt")]
+                .into_iter()
+                .find(|f| outputs.join(f).exists())
+                .unwrap_or_else(|| panic!("no output of {prev} to compare {name} with"));
+            let mut before: BTreeMap<String, usize> = BTreeMap::new();
+            for l in read(&outputs.join(&prev_file)).lines() {
+                *before.entry(shape(l)).or_default() += 1;
+            }
+            let mut view = String::new();
+            let mut folded = 0;
+            let mut new_lines = 0;
+            let fold = |view: &mut String, folded: &mut usize| {
+                if *folded > 0 {
+                    let s = if *folded == 1 { "" } else { "s" };
+                    view.push_str(&format!("  ⋮ {folded} line{s} as in {prev}\n"));
+                    *folded = 0;
+                }
+            };
+            for line in read(&outputs.join(&name)).lines() {
+                match before.get_mut(&shape(line)) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        folded += 1;
+                    }
+                    _ => {
+                        fold(&mut view, &mut folded);
+                        view.push_str(line);
+                        view.push('\n');
+                        new_lines += 1;
+                    }
+                }
+            }
+            fold(&mut view, &mut folded);
+            assert!(new_lines > 0, "{name} prints nothing {prev} did not");
+            let path = added.join(&name);
+            if write {
+                fs::write(&path, &view).unwrap();
+            }
+            assert_eq!(
+                fs::read_to_string(&path).unwrap_or_default(),
+                view,
+                "book/src/added/{name} is not current: RDMA_DISSECT_BOOK=write cargo test --test book added"
+            );
+            assert!(chapter.contains(&format!("{{{{#include added/{name}}}}}")), "{step}.md does not show added/{name}");
+        }
     }
 }
