@@ -137,6 +137,17 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
             if gid == [0; 16] {
                 return Err(bad(Error::new(format!("ibv_query_gid(index {index})"))));
             }
+            // The table may be longer than 256 entries (rxe's has 1024), but the address
+            // vector names our GID in 8 bits: an index above 255 cannot reach stage 05.
+            if index > 255 {
+                return Err(Error::new(format!("-g {index}"))
+                    .cause(format!(
+                        "GID index {index} holds {}, but an address vector's grh.sgid_index is 8 bits\n\
+                         (struct ibv_global_route): stage 05 could not name it",
+                        Gid(gid)
+                    ))
+                    .fix("pass an index below 256 that holds a GID (01_open_device lists the table)"));
+            }
             trace::event("ibv_query_gid").kv("index", index).kv("gid", Gid(gid)).emit();
             gid
         }
