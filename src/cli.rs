@@ -262,12 +262,6 @@ pub fn two_terminals_help(bin: &str) -> String {
     )
 }
 
-/// [`two_terminals_help`] for step 05, for places that need a `&'static str`.
-pub const TWO_TERMINALS_HELP: &str = "Running both roles on one machine (any host with an RDMA device, e.g. Soft-RoCE rxe0):\n  \
-server:  cargo run --bin 05_modify_qp_rtr -- -g 1\n  \
-client:  cargo run --bin 05_modify_qp_rtr -- -g 1 127.0.0.1\n\
-Start them in two terminals, in either order: the client retries until the server listens (up to --timeout seconds).";
-
 /// Decimal or `0x` hex, like `strtoul(s, NULL, 0)` minus octal (see the module doc).
 fn parse_number(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -483,7 +477,6 @@ mod tests {
         Cli::command().debug_assert(); // panics on duplicate short/long flags
         let help = Cli::command().render_help().to_string();
         assert!(help.contains("cargo run --bin 05_modify_qp_rtr -- -g 1 127.0.0.1"), "{help}");
-        assert!(TWO_TERMINALS_HELP.contains("-g 1 127.0.0.1"));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// (bin, stage module) in order: the table of `notes/CONVENTIONS.md`.
+/// (bin, stage module) in order: the project's one list of steps, which every other list
+/// (Cargo.toml's `[[bin]]`s, SUMMARY.md, the snapshots) is checked against.
 const STEPS: [(&str, &str); 9] = [
     ("01_open_device", "open_device"),
     ("02_alloc_pd", "alloc_pd"),
