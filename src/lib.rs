@@ -22,11 +22,12 @@
 //!
 //! * [`verbs`] — the thin FFI layer: one RAII type per verbs object (`Context`, `Pd`, `Mr`,
 //!   `Cq`, `Qp`, ...), destroyed in reverse order of creation. The only module with
-//!   `unsafe`.
+//!   `unsafe`. [`verbs::names`] names verbs things for the trace: QP states, statuses,
+//!   MTUs, flags, the `ibv_modify_qp` mask field by field.
 //! * [`stages`] — one module per stage; each holds that stage's verbs code, once, between
 //!   `// ANCHOR: stage` markers that the book quotes.
 //! * [`trace`] — the one-event-per-line trace on stdout, in `ibv_rc_pingpong`'s number
-//!   formats.
+//!   formats. A leaf: it knows events and number formats, nothing of verbs.
 //! * [`error`] — errors that explain themselves: verb, errno, likely cause, fix.
 //! * [`wire`] — the 52-byte address message, byte for byte as `ibv_rc_pingpong` sends it.
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.

@@ -42,6 +42,8 @@ use std::rc::Rc;
 use crate::error::{Error, Result};
 use crate::trace::{self, Hex64, Key, Qpn};
 
+pub mod names;
+
 pub use ibverbs_sys::{
     ibv_access_flags, ibv_send_flags, ibv_ah_attr, ibv_device_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_port_attr,
     ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr,
@@ -719,7 +721,7 @@ impl Mr {
         let raw = unsafe { ffi::ibv_reg_mr(pd.raw.as_ptr(), addr.cast(), len, access.0 as i32) };
         let raw = NonNull::new(raw).ok_or_else(|| {
             Error::verb(
-                format!("ibv_reg_mr(length {len}, {})", trace::access_names(access.0)),
+                format!("ibv_reg_mr(length {len}, {})", names::access_names(access.0)),
                 io::Error::last_os_error(),
             )
         })?;
@@ -727,7 +729,7 @@ impl Mr {
         trace::event("ibv_reg_mr")
             .kv("addr", Hex64(mr.addr()))
             .kv("length", len)
-            .kv("access", trace::access_names(access.0))
+            .kv("access", names::access_names(access.0))
             .kv("lkey", Key(mr.lkey()))
             .kv("rkey", Key(mr.rkey()))
             .emit();
@@ -976,13 +978,13 @@ impl Qp {
     /// The call is traced before it is made, so a failure shows what was asked.
     pub fn modify(&self, attr: &ibv_qp_attr, mask: ibv_qp_attr_mask) -> Result<()> {
         let from = self.state.get();
-        trace::modify_qp(self.qp_num(), from, attr, mask);
+        names::trace_modify_qp(self.qp_num(), from, attr, mask);
         let mut attr = *attr;
         // SAFETY: raw is live and attr a valid struct (the verb does not keep the pointer).
         let rc = unsafe { ffi::ibv_modify_qp(self.raw.as_ptr(), &mut attr, mask.0 as i32) };
         let to = if mask.0 & IBV_QP_STATE.0 != 0 { attr.qp_state } else { from };
         check(
-            &format!("ibv_modify_qp {}→{}", trace::state_name(from), trace::state_name(to)),
+            &format!("ibv_modify_qp {}→{}", names::state_name(from), names::state_name(to)),
             rc,
         )?;
         self.state.set(to);

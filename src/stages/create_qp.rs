@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
-    ibv_access_flags, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_send_flags, CompChannel, Cq,
+    ibv_access_flags, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_send_flags, names, CompChannel, Cq,
     Pd, Qp, IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT,
     IBV_QP_STATE, IBV_SEND_INLINE, IBV_SEND_SIGNALED,
 };
@@ -114,7 +114,7 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
     // ANCHOR_END: hole_inline
     trace::event("ibv_query_qp")
         .kv("cap.max_inline_data", cap.max_inline_data)
-        .kv("send_flags", trace::SendFlags(send_flags.0))
+        .kv("send_flags", names::SendFlags(send_flags.0))
         .emit();
 
     // ANCHOR: init

@@ -30,7 +30,7 @@ use crate::exchange::Connection;
 use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
-    ibv_ah_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_qp_attr, ibv_qp_attr_mask, Qp, IBV_QPS_RTR, IBV_QP_AV,
+    ibv_ah_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_qp_attr, ibv_qp_attr_mask, names, Qp, IBV_QPS_RTR, IBV_QP_AV,
     IBV_QP_DEST_QPN, IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_MIN_RNR_TIMER, IBV_QP_PATH_MTU,
     IBV_QP_RQ_PSN, IBV_QP_STATE,
 };
@@ -191,9 +191,9 @@ fn warn_if_above_active_mtu(dev: &Device, mtu: ibv_mtu) {
         eprintln!(
             "warning: path MTU {} is above port {}'s active MTU {}: across a wire, packets too \
              big for the link are dropped and their sender retries in vain (use -m {})",
-            trace::mtu_name(mtu),
+            names::mtu_name(mtu),
             dev.ib_port,
-            trace::mtu_name(active),
+            names::mtu_name(active),
             // The enum counts from IBV_MTU_256 = 1.
             128u32 << active
         );

@@ -22,7 +22,7 @@ use std::rc::Rc;
 use crate::cli::DeviceArgs;
 use crate::error::{Error, Result};
 use crate::trace::{self, Gid, Hex64, Lid};
-use crate::verbs::{ibv_port_attr, Context, DeviceList, GidEntry, IBV_LINK_LAYER_ETHERNET};
+use crate::verbs::{ibv_port_attr, names, Context, DeviceList, GidEntry, IBV_LINK_LAYER_ETHERNET};
 
 /// An open device and the port we will use: what every later stage builds on.
 pub struct Device {
@@ -110,8 +110,8 @@ pub fn open_device(args: &DeviceArgs) -> Result<Device> {
         .kv("state", port_state_name(port_attr.state))
         .kv("lid", Lid(port_attr.lid))
         .kv("link_layer", if roce { "Ethernet" } else { "InfiniBand" })
-        .kv("max_mtu", trace::mtu_name(port_attr.max_mtu))
-        .kv("active_mtu", trace::mtu_name(port_attr.active_mtu))
+        .kv("max_mtu", names::mtu_name(port_attr.max_mtu))
+        .kv("active_mtu", names::mtu_name(port_attr.active_mtu))
         .kv("gid_tbl_len", port_attr.gid_tbl_len)
         .emit();
 

@@ -26,7 +26,7 @@ use crate::cli::Role;
 use crate::error::{Error, Result};
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::{
-    self, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, Cq, Mr, Qp, IBV_WC_RDMA_WRITE,
+    self, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, names, Cq, Mr, Qp, IBV_WC_RDMA_WRITE,
     IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND, IBV_WR_SEND,
 };
 
@@ -79,7 +79,7 @@ pub fn post_send(qp: &Qp, mr: &Mr, size: u32, send_flags: ibv_send_flags) -> Res
         .kv("sge.addr", Hex64(list.addr))
         .kv("sge.length", list.length)
         .kv("sge.lkey", Key(list.lkey))
-        .kv("send_flags", trace::SendFlags(wr.send_flags))
+        .kv("send_flags", names::SendFlags(wr.send_flags))
         .emit();
     Ok(())
 }
@@ -226,7 +226,7 @@ pub fn trace_wc(wc: &ibv_wc) {
     };
     let mut line = trace::event("ibv_poll_cq")
         .kv("wr_id", wc.wr_id())
-        .kv("status", trace::wc_status_name(verbs::wc_status(wc)))
+        .kv("status", names::wc_status_name(verbs::wc_status(wc)))
         .kv("opcode", opcode);
     // byte_len and imm_data are defined only for receive completions.
     if opcode.starts_with("IBV_WC_RECV") {
