@@ -31,6 +31,8 @@
 //! * [`error`] — errors that explain themselves: verb, errno, likely cause, fix.
 //! * [`wire`] — the 52-byte address message, byte for byte as `ibv_rc_pingpong` sends it.
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
+//! * [`poll`] — polling a CQ outside the timed loop: waiting for given completions with a
+//!   deadline, explaining a failed one, tracing one.
 //! * [`cli`] — `ibv_rc_pingpong`'s flags and defaults, in groups each step flattens.
 //! * [`breakit`] — each step's characteristic mistakes (`--break CASE`), made on purpose
 //!   by calling the stages with one value spoiled, and explained.
@@ -42,6 +44,7 @@ pub mod breakit;
 pub mod cli;
 pub mod error;
 pub mod exchange;
+pub mod poll;
 pub mod stages;
 pub mod trace;
 pub mod verbs;

@@ -6,7 +6,8 @@ use super::{loopback, Case, Side, Stack};
 use crate::cli::DeviceArgs;
 use crate::error::{Error, Result};
 use crate::stages::create_qp::QpOptions;
-use crate::stages::post_send::{post_recv, post_send, trace_wc};
+use crate::poll::trace_wc;
+use crate::stages::post_send::{post_recv, post_send};
 use crate::trace;
 use crate::verbs::{self, ibv_access_flags, IBV_ACCESS_LOCAL_WRITE};
 

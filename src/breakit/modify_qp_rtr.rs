@@ -6,7 +6,8 @@ use crate::cli::{PingpongArgs, Role};
 use crate::error::Result;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, explain_rtr, local_dest, modify_qp_rtr, rtr_attr, RTR_MASK};
-use crate::stages::post_send::{post_send, wait_for, PINGPONG_SEND_WRID};
+use crate::poll::wait_for;
+use crate::stages::post_send::{post_send, PINGPONG_SEND_WRID};
 use crate::verbs::{ibv_qp_attr, ibv_qp_attr_mask, IBV_ACCESS_LOCAL_WRITE, IBV_QP_DEST_QPN};
 use crate::wire::Dest;
 

@@ -4,7 +4,8 @@ use super::{loopback, Case, Side, Stack};
 use crate::cli::DeviceArgs;
 use crate::error::Result;
 use crate::stages::create_qp::QpOptions;
-use crate::stages::post_send::{post_recv, post_send, wait_for, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
+use crate::poll::wait_for;
+use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use crate::verbs::{ibv_access_flags, IBV_ACCESS_REMOTE_WRITE};
 

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::stages::open_device::Device;
-use crate::stages::post_send::{check_wc, wait_for, PINGPONG_RECV_WRID};
+use crate::poll::{check_wc, wait_for};
+use crate::stages::post_send::PINGPONG_RECV_WRID;
 use crate::stages::modify_qp_rtr::local_dest;
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::{
