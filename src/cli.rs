@@ -30,40 +30,13 @@
 //! (confidential-computing guests). clap rejects them as unknown arguments.
 
 use clap::Args;
+
+use crate::exchange::Peer;
+use crate::stages::open_device::DeviceChoice;
 use std::fmt;
 use std::time::Duration;
 
-/// Which side of the TCP exchange we are. rc_pingpong decides by whether a host was given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Role {
-    /// No host argument: listen on `-p`, accept one client, reply after connecting the QP.
-    Server,
-    /// A host argument: connect to it, speak first, send `"done"` last. Also the side that
-    /// posts the first SEND of the ping-pong.
-    Client {
-        /// As given on the command line: a name or an address.
-        host: String,
-    },
-}
-
-impl Role {
-    /// Short label for traces and the walkthrough's role-labelled output.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Role::Server => "server",
-            Role::Client { .. } => "client",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Role::Server => f.write_str("server"),
-            Role::Client { host } => write!(f, "client of {host}"),
-        }
-    }
-}
+pub use crate::exchange::Role;
 
 /// Which device, port and GID: all any verbs program needs to open and address a port.
 #[derive(Args, Debug, Clone, PartialEq, Eq)]
@@ -163,6 +136,18 @@ impl PingpongArgs {
     /// The `--timeout` for [`crate::exchange::Connection`].
     pub fn timeout(&self) -> Duration {
         self.exchange.timeout
+    }
+
+    /// Who we talk to, where and how patiently: the role, `-p` and `--timeout`.
+    pub fn peer(&self) -> Peer {
+        Peer { role: self.role(), port: self.exchange.port, timeout: self.timeout() }
+    }
+}
+
+impl DeviceArgs {
+    /// `-d`, `-i` and `-g`, as stage 01 takes them.
+    pub fn choice(&self) -> DeviceChoice {
+        DeviceChoice { ib_dev: self.ib_dev.clone(), ib_port: self.ib_port, gid_idx: self.gid_idx }
     }
 }
 

@@ -36,6 +36,47 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+/// Which side of the TCP exchange we are. rc_pingpong decides by whether a host was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// No host argument: listen on `-p`, accept one client, reply after connecting the QP.
+    Server,
+    /// A host argument: connect to it, speak first, send `"done"` last. Also the side that
+    /// posts the first SEND of the ping-pong.
+    Client {
+        /// As given on the command line: a name or an address.
+        host: String,
+    },
+}
+
+impl Role {
+    /// Short label for traces and the walkthrough's role-labelled output.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Role::Server => "server",
+            Role::Client { .. } => "client",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Role::Server => f.write_str("server"),
+            Role::Client { host } => write!(f, "client of {host}"),
+        }
+    }
+}
+
+/// The other side of the exchange: our role, the TCP port (`-p`) and how long to wait
+/// for it (`--timeout`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub role: Role,
+    pub port: u16,
+    pub timeout: Duration,
+}
+
 /// How often a refused connect or a pending accept is retried: short enough that a client
 /// started just before its server connects promptly, long enough not to spin.
 const RETRY_INTERVAL: Duration = Duration::from_millis(50);

@@ -22,7 +22,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     error::main(|| {
         // ANCHOR: new
-        let _dev = open_device(&cli.device)?;
+        let _dev = open_device(&cli.device.choice())?;
         // ANCHOR_END: new
         Ok(())
     })

@@ -19,7 +19,7 @@ struct Cli {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     error::main(|| {
-        let dev = open_device(&cli.device)?;
+        let dev = open_device(&cli.device.choice())?;
         // ANCHOR: new
         let _pd = alloc_pd(&dev)?;
         // ANCHOR_END: new

@@ -28,7 +28,7 @@ fn main() -> std::process::ExitCode {
         return breakit::main(choice, &breakit::reg_mr::CASES, &cli.device);
     }
     error::main(|| {
-        let dev = open_device(&cli.device)?;
+        let dev = open_device(&cli.device.choice())?;
         let pd = alloc_pd(&dev)?;
         // ANCHOR: new
         let _mr = reg_mr(&pd, cli.buffer.size as usize, IBV_ACCESS_LOCAL_WRITE)?;

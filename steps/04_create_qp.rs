@@ -32,7 +32,7 @@ fn main() -> std::process::ExitCode {
     }
     let size = cli.buffer.size;
     error::main(|| {
-        let dev = open_device(&cli.device)?;
+        let dev = open_device(&cli.device.choice())?;
         let pd = alloc_pd(&dev)?;
         let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         // ANCHOR: new

@@ -31,12 +31,12 @@ fn main() -> std::process::ExitCode {
     }
     let size = args.buffer.size;
     error::main(|| {
-        let dev = open_device(&args.device)?;
+        let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;
         let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
         let local = local_dest(&dev, &q.qp);
-        exchange_dest(&args, &local, |remote| {
+        exchange_dest(&args.peer(), &local, |remote| {
             modify_qp_rtr(&q.qp, &dev, remote, args.mtu.to_ibv(), args.sl)?;
             // ANCHOR: new
             modify_qp_rts(&q.qp, local.psn)

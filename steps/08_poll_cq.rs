@@ -33,7 +33,7 @@ fn main() -> std::process::ExitCode {
         timeout: args.timeout(),
     };
     error::main(|| {
-        let dev = open_device(&args.device)?;
+        let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;
         let mut mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
@@ -41,7 +41,7 @@ fn main() -> std::process::ExitCode {
         prepare(&q, &mr, opts)?;
         // ANCHOR_END: new
         let local = local_dest(&dev, &q.qp);
-        exchange_dest(&args, &local, |remote| {
+        exchange_dest(&args.peer(), &local, |remote| {
             modify_qp_rtr(&q.qp, &dev, remote, args.mtu.to_ibv(), args.sl)?;
             modify_qp_rts(&q.qp, local.psn)
         })?;

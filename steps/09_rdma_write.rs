@@ -49,7 +49,7 @@ fn main() -> std::process::ExitCode {
             Role::Client { .. } => ibv_access_flags(0),
         };
         // ANCHOR_END: new_access
-        let dev = open_device(&args.device)?;
+        let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;
         let mut mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE | remote_write)?;
         let q = create_qp(&dev, &pd, QpOptions {
@@ -65,7 +65,7 @@ fn main() -> std::process::ExitCode {
             post_notice_recv(&q.qp, &mr)?;
         }
         let local = local_rdma_dest(&dev, &q.qp, &mr);
-        let remote = exchange_dest(&args, &local, |remote| {
+        let remote = exchange_dest(&args.peer(), &local, |remote| {
             modify_qp_rtr(&q.qp, &dev, &remote.dest, args.mtu.to_ibv(), args.sl)?;
             modify_qp_rts(&q.qp, local.dest.psn)
         })?;

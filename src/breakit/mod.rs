@@ -212,7 +212,7 @@ pub struct Stack {
 impl Stack {
     /// Runs stages 01–04.
     pub fn new(device: &DeviceArgs, size: u32, access: ibv_access_flags, opts: QpOptions) -> Result<Stack> {
-        let dev = open_device(device)?;
+        let dev = open_device(&device.choice())?;
         let pd = alloc_pd(&dev)?;
         let mr = reg_mr(&pd, size as usize, access)?;
         let q = create_qp(&dev, &pd, opts)?;

@@ -81,7 +81,7 @@ fn exchange_with(
     let opts = QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events);
     let s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
     let local = local_dest(&s.dev, &s.q.qp);
-    let remote = exchange_dest(args, &local, |remote| match args.role() {
+    let remote = exchange_dest(&args.peer(), &local, |remote| match args.role() {
         Role::Server => modify_qp_rtr(&s.q.qp, &s.dev, remote, args.mtu.to_ibv(), args.sl),
         Role::Client { .. } => rtr(&s, remote),
     })?;

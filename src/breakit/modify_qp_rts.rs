@@ -49,7 +49,7 @@ fn rts_from_init(args: &PingpongArgs) -> Result<()> {
     let opts = QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events);
     let s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
     let local = local_dest(&s.dev, &s.q.qp);
-    exchange_dest(args, &local, |remote| {
+    exchange_dest(&args.peer(), &local, |remote| {
         if args.role() == Role::Server {
             modify_qp_rtr(&s.q.qp, &s.dev, remote, args.mtu.to_ibv(), args.sl)?;
         }

@@ -69,7 +69,7 @@ pub(super) fn send_each_way_with(
         (Role::Client { .. }, _) => post_recv(&s.q.qp, &s.mr, size, 1)?,
     }
     let local = local_dest(&s.dev, &s.q.qp);
-    exchange_dest(args, &local, |remote| {
+    exchange_dest(&args.peer(), &local, |remote| {
         modify_qp_rtr(&s.q.qp, &s.dev, remote, args.mtu.to_ibv(), args.sl)?;
         match role {
             Role::Server => modify_qp_rts(&s.q.qp, local.psn),

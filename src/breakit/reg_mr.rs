@@ -53,7 +53,7 @@ fn recv_without_local_write(device: &DeviceArgs) -> Result<()> {
 }
 
 fn remote_write_without_local_write(device: &DeviceArgs) -> Result<()> {
-    let dev = open_device(device)?;
+    let dev = open_device(&device.choice())?;
     let pd = alloc_pd(&dev)?;
     reg_mr(&pd, SIZE as usize, IBV_ACCESS_REMOTE_WRITE)?;
     Ok(())

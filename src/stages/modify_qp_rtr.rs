@@ -24,9 +24,8 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-use crate::cli::{PingpongArgs, Role};
 use crate::error::{Error, Result};
-use crate::exchange::Connection;
+use crate::exchange::{Connection, Peer, Role};
 use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
@@ -54,7 +53,7 @@ pub fn local_dest(dev: &Device, qp: &Qp) -> Dest {
 }
 
 // ANCHOR: exchange
-/// Runs rc_pingpong's address exchange in `role` and calls `connect` with the peer's
+/// Runs rc_pingpong's address exchange with `peer` and calls `connect` with the peer's
 /// address at the point where rc_pingpong connects its QP.
 ///
 /// The server connects *before* replying (`pp_server_exch_dest` calls `pp_connect_ctx`), so
@@ -63,15 +62,15 @@ pub fn local_dest(dev: &Device, qp: &Qp) -> Dest {
 /// [`crate::wire::RdmaDest`] for 09. Prints rc_pingpong's `local address:` and
 /// `remote address:` lines.
 pub fn exchange_dest<M: Message + std::fmt::Display>(
-    args: &PingpongArgs,
+    peer: &Peer,
     local: &M,
     connect: impl FnOnce(&M) -> Result<()>,
 ) -> Result<M> {
     trace::line(format_args!("  local address:  {local}"));
-    let port = args.exchange.port;
-    let remote = match args.role() {
+    let port = peer.port;
+    let remote = match &peer.role {
         Role::Server => {
-            let mut conn = Connection::accept(port, args.timeout())?;
+            let mut conn = Connection::accept(port, peer.timeout)?;
             trace::event("tcp accept").kv("port", port).emit();
             let remote: M = conn.recv()?;
             trace::event("tcp recv").kv("bytes", M::LEN).emit();
@@ -85,8 +84,8 @@ pub fn exchange_dest<M: Message + std::fmt::Display>(
             remote
         }
         Role::Client { host } => {
-            let mut conn = Connection::connect(&host, port, args.timeout())?;
-            trace::event("tcp connect").kv("host", &host).kv("port", port).emit();
+            let mut conn = Connection::connect(host, port, peer.timeout)?;
+            trace::event("tcp connect").kv("host", host).kv("port", port).emit();
             conn.send(local)?;
             trace::event("tcp send").kv("bytes", M::LEN).emit();
             let remote: M = conn.recv()?;

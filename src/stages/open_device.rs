@@ -19,7 +19,6 @@
 
 use std::rc::Rc;
 
-use crate::cli::DeviceArgs;
 use crate::error::{Error, Result};
 use crate::trace::{self, Gid, Hex64, Lid};
 use crate::verbs::{ibv_port_attr, names, Context, DeviceList, GidEntry, IBV_LINK_LAYER_ETHERNET};
@@ -45,10 +44,21 @@ impl Device {
     }
 }
 
+/// Which device, port and GID index to use: rc_pingpong's `-d`, `-i` and `-g`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceChoice {
+    /// A device name; `None` for the first device found.
+    pub ib_dev: Option<String>,
+    /// The port, numbered from 1.
+    pub ib_port: u8,
+    /// The GID table index of our address; `None` on InfiniBand, where a LID is enough.
+    pub gid_idx: Option<i32>,
+}
+
 // ANCHOR: stage
 /// Opens the device named by `-d` (default: the first one), queries it, its port `-i`, its
 /// GID table and the GID at `-g`.
-pub fn open_device(args: &DeviceArgs) -> Result<Device> {
+pub fn open_device(args: &DeviceChoice) -> Result<Device> {
     let dev_list = DeviceList::get().map_err(explain_device_list)?;
     for i in 0..dev_list.len() {
         trace::detail("device")

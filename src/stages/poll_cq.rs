@@ -42,10 +42,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cli::Role;
 use crate::error::{Error, Result};
-use crate::stages::create_qp::Queues;
+use crate::exchange::Role;
 use crate::poll::check_wc;
+use crate::stages::create_qp::Queues;
 use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::trace;
 use crate::verbs::{self, page_size, Mr, Watchdog};

@@ -22,8 +22,8 @@
 
 use std::time::Duration;
 
-use crate::cli::Role;
 use crate::error::Result;
+use crate::exchange::Role;
 use crate::poll::wait_for;
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::{ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, names, Cq, Mr, Qp, IBV_WR_SEND};
