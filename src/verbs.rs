@@ -36,6 +36,7 @@ use std::alloc::{self, Layout};
 use std::cell::Cell;
 use std::ffi::CStr;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::ptr::{self, NonNull};
 use std::rc::Rc;
 
@@ -677,13 +678,8 @@ impl AlignedBuf {
         Ok(AlignedBuf { ptr, layout })
     }
 
-    /// The buffer's bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is a live allocation of layout.size() initialised bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
-    }
-
-    /// The buffer's bytes, writable.
+    /// The buffer's bytes, writable: to fill it before it is registered (once it is, only
+    /// [`Mr::read`] and [`Mr::write`] touch it).
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
@@ -704,10 +700,24 @@ impl Drop for AlignedBuf {
 /// scatter/gather entries, and the **rkey**, which a peer needs (with the address) to
 /// access the region with RDMA READ/WRITE. The MR owns its buffer, so the memory cannot
 /// be freed while the HCA may still touch it.
+///
+/// # The buffer belongs to the device too
+///
+/// Once registered, the buffer may be written by the HCA, by DMA, whenever a receive is
+/// posted on it or (with `IBV_ACCESS_REMOTE_WRITE`) whenever a peer holding the rkey
+/// chooses; 08 keeps receives posted on its buffer while it checks it, and 09's target is
+/// remotely writable for its whole life. A Rust reference promises that nobody else writes
+/// the bytes while it lives, a promise this program cannot make for the device. So `Mr`
+/// hands out no reference to its bytes: [`Mr::write`] copies into the region and
+/// [`Mr::read`] copies out of it, through the raw pointer. C programs (rc_pingpong,
+/// perftest) read and write the buffer in place, relying on the rule the copies also rely
+/// on: bytes the device writes are only meaningful after the completion that reports them,
+/// and that completion is seen through a call into libibverbs, which the compiler cannot
+/// see through, so no read of the buffer is moved before it.
 pub struct Mr {
     raw: NonNull<ffi::ibv_mr>,
-    // Field order matters: Drop deregisters first, then the buffer is freed.
-    buf: AlignedBuf,
+    // Freed by Drop after a successful deregistration, and only then: see Drop.
+    buf: ManuallyDrop<AlignedBuf>,
     _pd: Rc<Pd>,
 }
 
@@ -725,7 +735,7 @@ impl Mr {
                 io::Error::last_os_error(),
             )
         })?;
-        let mr = Mr { raw, buf, _pd: Rc::clone(pd) };
+        let mr = Mr { raw, buf: ManuallyDrop::new(buf), _pd: Rc::clone(pd) };
         trace::event("ibv_reg_mr")
             .kv("addr", Hex64(mr.addr()))
             .kv("length", len)
@@ -766,18 +776,29 @@ impl Mr {
         self.len() == 0
     }
 
-    /// The registered bytes.
+    /// A copy of `len` bytes of the region from `offset` (clamped to its end).
     ///
-    /// The HCA writes them by DMA when a receive or an incoming RDMA WRITE lands. Read them
-    /// only after the completion (yours, or the peer's message) that says the write is
-    /// done: a work completion guarantees the data is placed in memory.
-    pub fn buf(&self) -> &[u8] {
-        self.buf.as_slice()
+    /// The HCA writes the region by DMA when a receive or an incoming RDMA WRITE lands. What
+    /// a copy holds is meaningful after the completion (yours, or the peer's message) that
+    /// says the write is done: a work completion guarantees the data is placed in memory.
+    pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
+        let start = offset.min(self.buf.layout.size());
+        let len = len.min(self.buf.layout.size() - start);
+        let mut out = vec![0; len];
+        // SAFETY: start..start+len lies inside the live allocation; `out` is a separate
+        // allocation. No reference to the region is made, so bytes the device writes
+        // meanwhile break no aliasing promise (see the type's doc).
+        unsafe { ptr::copy_nonoverlapping(self.buf.ptr.as_ptr().add(start), out.as_mut_ptr(), len) };
+        out
     }
 
-    /// The registered bytes, writable: fill them before posting the send that carries them.
-    pub fn buf_mut(&mut self) -> &mut [u8] {
-        self.buf.as_mut_slice()
+    /// Copies `data` into the region at `offset`, as far as the region reaches: fill it
+    /// before posting the work request that sends it.
+    pub fn write(&mut self, offset: usize, data: &[u8]) {
+        let start = offset.min(self.buf.layout.size());
+        let len = data.len().min(self.buf.layout.size() - start);
+        // SAFETY: as in `read`, the other way round.
+        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.buf.ptr.as_ptr().add(start), len) };
     }
 
     /// True if `sge` lies inside this region and carries its lkey: the check the HCA does
@@ -794,10 +815,20 @@ impl Mr {
 impl Drop for Mr {
     fn drop(&mut self) {
         let lkey = self.lkey();
-        // SAFETY: raw is a live MR, deregistered exactly once; the buffer is freed after.
+        // SAFETY: raw is a live MR, deregistered exactly once.
         let rc = unsafe { ffi::ibv_dereg_mr(self.raw.as_ptr()) };
         report_destroy("ibv_dereg_mr", rc);
         trace::event("ibv_dereg_mr").kv("lkey", Key(lkey)).emit();
+        if rc == 0 {
+            // SAFETY: the region is deregistered, so the device no longer writes the buffer;
+            // it is dropped exactly once, here.
+            unsafe { ManuallyDrop::drop(&mut self.buf) };
+        } else {
+            // A failed deregistration leaves the pages registered: the device may still
+            // write them. Freeing them would hand that memory to the allocator, so leak it
+            // (the kernel deregisters the region when the process exits).
+            eprintln!("note: the MR's {} bytes are left allocated, not freed", self.buf.layout.size());
+        }
     }
 }
 

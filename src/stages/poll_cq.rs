@@ -99,7 +99,7 @@ pub fn prepare(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
 pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> Result<Stats> {
     let client = matches!(role, Role::Client { .. });
     if client && opts.chk {
-        fill_pattern(mr.buf_mut());
+        mr.write(0, &pattern(mr.len()));
     }
     let mut routs = opts.rx_depth;
     let mut num_cq_events = 0u32;
@@ -192,8 +192,8 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
         trace::event("ibv_ack_cq_events").kv("nevents", num_cq_events).emit();
     }
     if opts.chk {
-        check_pattern(mr.buf())?;
-        trace::event("validate").kv("bytes", mr.buf().len().min(opts.size as usize)).kv("ok", "yes").emit();
+        check_pattern(&mr.read(0, mr.len()))?;
+        trace::event("validate").kv("bytes", mr.len().min(opts.size as usize)).kv("ok", "yes").emit();
     }
     Ok(Stats { elapsed, size: opts.size, iters: opts.iters })
 }
@@ -253,11 +253,10 @@ pub fn pattern_byte(i: usize, page: usize) -> u8 {
     }
 }
 
-fn fill_pattern(buf: &mut [u8]) {
+/// `len` bytes of [`pattern_byte`], as the client fills its buffer with `-c`.
+fn pattern(len: usize) -> Vec<u8> {
     let page = page_size();
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(i, page);
-    }
+    (0..len).map(|i| pattern_byte(i, page)).collect()
 }
 
 /// Checks every byte of the last message against [`pattern_byte`].
@@ -284,8 +283,7 @@ mod tests {
         assert_eq!(pattern_byte(0, 4096), 0);
         assert_eq!(pattern_byte(1, 4096), 0x7b);
         assert_eq!(pattern_byte(4096, 4096), 0);
-        let mut buf = vec![0u8; 3 * page_size() + 5];
-        fill_pattern(&mut buf);
+        let mut buf = pattern(3 * page_size() + 5);
         assert!(check_pattern(&buf).is_ok());
         buf[page_size() + 1] = 0;
         let err = check_pattern(&buf).unwrap_err().to_string();

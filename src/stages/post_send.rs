@@ -118,11 +118,10 @@ pub fn send_each_way(
 // ANCHOR_END: first
 
 fn stamp(mr: &mut Mr, word: &[u8]) {
-    let n = word.len().min(mr.len());
-    mr.buf_mut()[..n].copy_from_slice(&word[..n]);
+    mr.write(0, word);
 }
 
 fn show_received(mr: &Mr, size: u32) {
-    let n = (size as usize).min(4);
-    trace::event("received").kv("data", format!("{:?}", String::from_utf8_lossy(&mr.buf()[..n]))).emit();
+    let bytes = mr.read(0, (size as usize).min(4));
+    trace::event("received").kv("data", format!("{:?}", String::from_utf8_lossy(&bytes))).emit();
 }
