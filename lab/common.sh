@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034 # sourced: the variables are used by the scripts that source it
 # Shared by the lab scripts (sourced, not run): the error report every script gets,
-# prerequisites, the cached guest kernel, the initramfs, the choice of accelerator, and
+# the list of steps, prerequisites, the cached guest kernel, the initramfs, the choice of accelerator, and
 # how to find a device's RoCE v2 IPv4 GID. Messages go to stderr so that a command's
 # stdout stays exactly what the command printed.
 
@@ -57,6 +57,30 @@ no_timer_check tsc=reliable pci=noacpi"
 
 now() { date +%s%3N; }
 lab_log() { [ "${verbose:-0}" = 1 ] && echo "lab: $*" >&2; return 0; }
+
+# The steps, in order, from steps/list.txt (the project's one list of them: its header says
+# what the columns mean). Fills LAB_STEPS with every step's bin name, LAB_STEPS_ALONE with
+# those that run as one process (01–04) and LAB_STEPS_PAIR with those that run as a server
+# and a client (05–09). Arrays rather than lines to read back: set -e does not see a failure
+# inside `for step in $(…)` or `< <(…)`, and a list that could not be read must not pass for
+# an empty one.
+lab_steps() {
+    local list bin roles rest
+    list=$(dirname "${BASH_SOURCE[0]}")/../steps/list.txt
+    if ! [ -r "$list" ]; then echo "lab: cannot read $list, the list of steps" >&2; return 1; fi
+    LAB_STEPS=() LAB_STEPS_ALONE=() LAB_STEPS_PAIR=()
+    while read -r bin roles rest || [ -n "$bin" ]; do
+        case $bin in '' | '#'*) continue ;; esac
+        case $roles in
+            alone) LAB_STEPS_ALONE+=("$bin") ;;
+            pair) LAB_STEPS_PAIR+=("$bin") ;;
+            *) echo "lab: $list: step $bin: roles '$roles', not alone or pair" >&2; return 1 ;;
+        esac
+        if [ -n "$rest" ]; then echo "lab: $list: step $bin: more than two columns" >&2; return 1; fi
+        LAB_STEPS+=("$bin")
+    done <"$list"
+    if [ ${#LAB_STEPS[@]} = 0 ]; then echo "lab: $list lists no step" >&2; return 1; fi
+}
 
 # Installs the missing packages (default: the lab VM's) when we are root, as CI and the
 # lab VMs are; otherwise says exactly what to run. Without recommends: what we need is
