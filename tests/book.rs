@@ -4,7 +4,7 @@
 //! - every `{{#include}}` / `{{#rustdoc_include}}` names a file that exists, and every anchor
 //!   or line range it names exists and is not empty (a wrong anchor silently includes
 //!   nothing, which is the failure mdBook will not report);
-//! - every step in Cargo.toml's `[[bin]]` list has a chapter, listed in SUMMARY.md, with the
+//! - every step of `steps/list.txt` has a chapter, listed in SUMMARY.md, with the
 //!   template's sections in order;
 //! - every "Run it" and "Break it" section includes the real output behind each of the
 //!   step's snapshots (`book/src/output/*.txt`), and each output redacts exactly to its
@@ -115,25 +115,11 @@ fn built_book() -> &'static Path {
     })
 }
 
-/// The `[[bin]]` names of Cargo.toml, in order.
+/// The steps' bin names, in order (`steps/list.txt`, which tests/consistency.rs checks
+/// Cargo.toml's `[[bin]]`s against).
 fn bins() -> Vec<String> {
-    let toml = read(&root().join("Cargo.toml"));
-    let mut bins = Vec::new();
-    let mut in_bin = false;
-    for line in toml.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_bin = line == "[[bin]]";
-        } else if in_bin {
-            if let Some(v) = line
-                .strip_prefix("name")
-                .map(str::trim)
-                .and_then(|v| v.strip_prefix('='))
-            {
-                bins.push(v.trim().trim_matches('"').to_string());
-            }
-        }
-    }
-    assert!(!bins.is_empty(), "no [[bin]] in Cargo.toml");
+    let bins: Vec<String> = common::steps().into_iter().map(|s| s.bin).collect();
+    assert!(!bins.is_empty(), "no step in steps/list.txt");
     bins
 }
 
@@ -1206,10 +1192,7 @@ fn run_it_shows_what_each_stage_adds() {
         }
         out
     };
-    let steps: Vec<String> = read(&root().join("Cargo.toml"))
-        .lines()
-        .filter_map(|l| l.strip_prefix("path = \"steps/")?.strip_suffix(".rs\"").map(str::to_string))
-        .collect();
+    let steps = bins();
     assert_eq!(steps.len(), 9, "{steps:?}");
     for pair in steps.windows(2) {
         let (prev, step) = (&pair[0], &pair[1]);

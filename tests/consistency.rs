@@ -1,23 +1,16 @@
-//! The steps are one ordered list, and everything hangs off it: each step has its
-//! `[[bin]]`, its `steps/` file with `// ANCHOR: new`, its stage module with
-//! `// ANCHOR: stage` and a C reference, and its snapshot files. Runs on any host.
+//! The steps are one ordered list, `steps/list.txt`, and everything hangs off it: each step
+//! has its `[[bin]]`, its `steps/` file with `// ANCHOR: new`, its stage module with
+//! `// ANCHOR: stage` and a C reference, its chapter, its snapshot files and its tests.
+//! The lists that cannot read the file (Cargo.toml, SUMMARY.md, the exercise tool's table,
+//! the per-step tests that need `env!("CARGO_BIN_EXE_<bin>")`) are checked against it.
+//! Runs on any host.
+
+mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// (bin, stage module) in order: the project's one list of steps, which every other list
-/// (Cargo.toml's `[[bin]]`s, SUMMARY.md, the snapshots) is checked against.
-const STEPS: [(&str, &str); 9] = [
-    ("01_open_device", "open_device"),
-    ("02_alloc_pd", "alloc_pd"),
-    ("03_reg_mr", "reg_mr"),
-    ("04_create_qp", "create_qp"),
-    ("05_modify_qp_rtr", "modify_qp_rtr"),
-    ("06_modify_qp_rts", "modify_qp_rts"),
-    ("07_post_send", "post_send"),
-    ("08_poll_cq", "poll_cq"),
-    ("09_rdma_write", "rdma_write"),
-];
+use common::steps;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -43,7 +36,8 @@ fn assert_anchor(file: &str, text: &str, name: &str) {
 fn every_step_has_its_bin_file_stage_and_snapshots() {
     let manifest = read("Cargo.toml");
     let stages_mod = read("src/stages/mod.rs");
-    for (n, (bin, module)) in STEPS.iter().enumerate() {
+    for (n, s) in steps().iter().enumerate() {
+        let (bin, module) = (&s.bin, s.stage());
         let step = format!("steps/{bin}.rs");
         assert!(
             manifest.contains(&format!("name = \"{bin}\"\npath = \"{step}\"")),
@@ -60,7 +54,7 @@ fn every_step_has_its_bin_file_stage_and_snapshots() {
         assert!(stage_text.contains("C reference:"), "{stage}: doc must name its rc_pingpong.c counterpart");
         assert!(stages_mod.contains(&format!("pub mod {module};")), "src/stages/mod.rs lacks {module}");
 
-        let snaps: Vec<String> = if n < 4 {
+        let snaps: Vec<String> = if !s.pair {
             vec![format!("steps__{bin}.snap")]
         } else {
             vec![format!("steps__{bin}-server.snap"), format!("steps__{bin}-client.snap")]
@@ -71,17 +65,125 @@ fn every_step_has_its_bin_file_stage_and_snapshots() {
     }
 }
 
+/// `steps/list.txt` is the one list of steps. What cannot read it says the same, in the same
+/// order: Cargo.toml's `[[bin]]`s, the files in steps/, SUMMARY.md's chapters, and the
+/// exercise tool's table (examples/exercise.rs, which adds how each step is checked).
+#[test]
+fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
+    let steps = steps();
+    let list: Vec<String> = steps.iter().map(|s| s.bin.clone()).collect();
+    for (n, bin) in list.iter().enumerate() {
+        let nn = format!("{:02}", n + 1);
+        assert!(bin.starts_with(&format!("{nn}_")), "steps/list.txt: step {nn} is `{bin}`: the steps are numbered in order");
+        assert!(
+            bin.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            "steps/list.txt: `{bin}`: a bin name is [a-z0-9_] (the lab scripts loop over them)"
+        );
+    }
+
+    // Every [[bin]] is a step, at steps/<bin>.rs, in the list's order.
+    let mut bins: Vec<(String, String)> = Vec::new();
+    let mut in_bin = false;
+    for line in read("Cargo.toml").lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bin = line == "[[bin]]";
+            if in_bin {
+                bins.push(Default::default());
+            }
+        } else if let (true, Some((key, value))) = (in_bin, line.split_once('=')) {
+            let value = value.trim().trim_matches('"').to_string();
+            let bin = bins.last_mut().unwrap();
+            match key.trim() {
+                "name" => bin.0 = value,
+                "path" => bin.1 = value,
+                _ => {}
+            }
+        }
+    }
+    let want: Vec<(String, String)> = list.iter().map(|b| (b.clone(), format!("steps/{b}.rs"))).collect();
+    assert_eq!(bins, want, "Cargo.toml's [[bin]]s (name, path) are not steps/list.txt's steps, in order");
+
+    let mut files: Vec<String> = fs::read_dir(root().join("steps"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.strip_suffix(".rs").map(str::to_string))
+        .collect();
+    files.sort();
+    assert_eq!(files, list, "steps/*.rs are not steps/list.txt's steps");
+
+    // The numbered chapters, `- [...](NN_name.md)`.
+    let chapters: Vec<String> = read("book/src/SUMMARY.md")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- [")?.split_once("](")?.1.strip_suffix(".md)").map(str::to_string))
+        .filter(|c| c.len() > 3 && c.as_bytes()[..2].iter().all(u8::is_ascii_digit) && c.as_bytes()[2] == b'_')
+        .collect();
+    assert_eq!(chapters, list, "book/src/SUMMARY.md's step chapters are not steps/list.txt's steps, in order");
+
+    // `Step { nn: "NN", bin: "NN_name", stage: "name", peer: Peer::Alone (or another), ... }`
+    let field = |chunk: &str, name: &str| -> Option<String> {
+        Some(chunk.split_once(&format!("{name}: \""))?.1.split('"').next()?.to_string())
+    };
+    let table: Vec<(String, String, String, bool)> = read("examples/exercise.rs")
+        .split("Step {")
+        .skip(1)
+        .filter_map(|chunk| {
+            let chunk = chunk.split('}').next()?;
+            Some((field(chunk, "nn")?, field(chunk, "bin")?, field(chunk, "stage")?, !chunk.contains("Peer::Alone")))
+        })
+        .collect();
+    let want: Vec<(String, String, String, bool)> =
+        steps.iter().map(|s| (s.nn().to_string(), s.bin.clone(), s.stage().to_string(), s.pair)).collect();
+    assert_eq!(table, want, "examples/exercise.rs's STEPS (nn, bin, stage, two roles) are not steps/list.txt's steps, in order");
+}
+
+/// A test that runs one step's binary names it with `env!("CARGO_BIN_EXE_<bin>")`, which
+/// wants a literal, so these tests cannot loop over the list: each is checked against it.
+/// tests/steps.rs has one test per step, `single` or `pair` as its roles; tests/break_it.rs
+/// one per step with `--break` cases (a module of `src/breakit/`), and lists it in the
+/// `--break help` test.
+#[test]
+fn every_step_has_its_snapshot_and_break_it_tests() {
+    fn body<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+        let rest = &text[text.find(&format!("fn {name}() {{"))?..];
+        Some(&rest[..rest.find("\n}\n").unwrap_or(rest.len())])
+    }
+    let snapshots = read("tests/steps.rs");
+    let break_it = read("tests/break_it.rs");
+    let break_mods = read("src/breakit/mod.rs");
+    let help = body(&break_it, "break_help_lists_the_cases").expect("tests/break_it.rs: fn break_help_lists_the_cases");
+    for step in steps() {
+        let (bin, stage) = (&step.bin, step.stage());
+        let exe = format!("env!(\"CARGO_BIN_EXE_{bin}\")");
+        let run = format!("{}(\"{bin}\", {exe}", if step.pair { "pair" } else { "single" });
+        let test = body(&snapshots, &format!("step_{bin}")).unwrap_or_else(|| panic!("tests/steps.rs has no fn step_{bin}()"));
+        assert!(test.contains(&run), "tests/steps.rs: step_{bin}() does not call {run})");
+
+        let cases = format!("breakit::{stage}::CASES");
+        let test = body(&break_it, &format!("break_{bin}"));
+        if !break_mods.contains(&format!("pub mod {stage};")) {
+            assert!(test.is_none(), "tests/break_it.rs: break_{bin}(), but src/breakit has no {stage}");
+            continue;
+        }
+        let run = format!("{}(\"{bin}\", {exe}, &{cases})", if step.pair { "pair" } else { "alone" });
+        let test = test.unwrap_or_else(|| panic!("tests/break_it.rs has no fn break_{bin}() for {cases}"));
+        assert!(test.contains(&run), "tests/break_it.rs: break_{bin}() does not call {run}");
+        let listed = format!("(\"{bin}\", {exe}, names(&{cases}))");
+        assert!(help.contains(&listed), "tests/break_it.rs: break_help_lists_the_cases does not list {listed}");
+    }
+}
+
 #[test]
 fn steps_call_the_connection_stages_in_order() {
     // Stages 01-06 build the connection every later step needs, each through one call named
     // after its module; 07-09 then use the connection in their own ways (08 posts its
     // receives through `prepare`, 09 replaces the ping-pong).
-    for (n, (bin, _)) in STEPS.iter().enumerate() {
+    let steps = steps();
+    for (n, step) in steps.iter().enumerate() {
+        let bin = &step.bin;
         let text = read(format!("steps/{bin}.rs"));
         let body = &text[text.find("fn main").expect("fn main")..];
         let mut last = 0;
-        for (_, module) in &STEPS[..=n.min(5)] {
-            let call = format!("{module}(");
+        for earlier in &steps[..=n.min(5)] {
+            let call = format!("{}(", earlier.stage());
             let at = body.find(&call).unwrap_or_else(|| panic!("steps/{bin}.rs does not call {call}"));
             assert!(at >= last, "steps/{bin}.rs calls {call} out of order");
             last = at;

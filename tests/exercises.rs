@@ -13,9 +13,13 @@
 //!    reference's) passes; 05 with one wrong attribute value and 04 with one mask bit
 //!    missing fail, naming that attribute and that bit.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
+
+use common::steps;
 
 /// The checks boot VMs and use both CPUs: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -44,18 +48,6 @@ fn exercise_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
-
-const STEPS: [&str; 9] = [
-    "01_open_device",
-    "02_alloc_pd",
-    "03_reg_mr",
-    "04_create_qp",
-    "05_modify_qp_rtr",
-    "06_modify_qp_rts",
-    "07_post_send",
-    "08_poll_cq",
-    "09_rdma_write",
-];
 
 /// The report of step `nn` in `lab/check`'s output: from its `== check NN` line to the next.
 fn report<'a>(text: &'a str, nn: &str) -> &'a str {
@@ -87,8 +79,9 @@ fn the_reference_passes_its_own_check() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (status, text) = lab("check", &["--reference", "all"], &exercise_dir("unused"));
     assert_eq!(status, 0, "lab/check --reference all failed:\n{text}");
-    for (i, _) in STEPS.iter().enumerate() {
-        assert!(text.contains(&format!("PASS 0{}: ", i + 1)), "no PASS 0{}:\n{text}", i + 1);
+    for step in steps() {
+        let nn = step.nn();
+        assert!(text.contains(&format!("PASS {nn}: ")), "no PASS {nn}:\n{text}");
     }
 }
 
@@ -96,9 +89,10 @@ fn the_reference_passes_its_own_check() {
 fn a_fresh_exercise_compiles_and_fails_with_a_useful_message() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = exercise_dir("fresh");
-    for (i, bin) in STEPS.iter().enumerate() {
-        let (status, text) = lab("exercise", &[&format!("0{}", i + 1)], &dir);
-        assert_eq!(status, 0, "lab/exercise 0{} failed:\n{text}", i + 1);
+    for step in steps() {
+        let (nn, bin) = (step.nn(), &step.bin);
+        let (status, text) = lab("exercise", &[nn], &dir);
+        assert_eq!(status, 0, "lab/exercise {nn} failed:\n{text}");
         assert!(text.contains("lab/check"), "lab/exercise does not say what to do next:\n{text}");
         let file = std::fs::read_to_string(dir.join(format!("{bin}.rs"))).unwrap();
         assert!(file.contains("todo!(\"") || file.contains("// TODO(hole_"), "{bin}: no hole:\n{file}");
@@ -118,9 +112,9 @@ fn a_fresh_exercise_compiles_and_fails_with_a_useful_message() {
     let (status, text) = lab("check", &["all"], &dir);
     assert_eq!(status, 1, "lab/check of nine fresh exercises did not fail:\n{text}");
     assert!(!text.contains("does not compile"), "a fresh exercise does not compile:\n{text}");
-    for (i, bin) in STEPS.iter().enumerate() {
-        let nn = format!("0{}", i + 1);
-        let r = report(&text, &nn);
+    for step in steps() {
+        let (nn, bin) = (step.nn(), &step.bin);
+        let r = report(&text, nn);
         let file = dir.join(format!("{bin}.rs"));
         assert!(r.contains(&format!("FAIL {nn}: ")), "{bin} did not fail:\n{r}");
         assert!(

@@ -9,6 +9,8 @@
 //! - the students' book links nowhere into the guide (it must hold no answers);
 //! - `mdbook build book/instructor` succeeds without a warning.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,14 +22,10 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The steps, in Cargo.toml's `[[bin]]` order, with their stage file.
+/// The steps, in order (`steps/list.txt`), with their stage file.
 fn steps() -> Vec<(String, String)> {
-    let manifest = read(&root().join("Cargo.toml"));
-    let bins: Vec<String> = manifest
-        .lines()
-        .filter_map(|l| l.strip_prefix("path = \"steps/")?.strip_suffix(".rs\"").map(str::to_string))
-        .collect();
-    assert_eq!(bins.len(), 9, "Cargo.toml lists {bins:?}");
+    let bins: Vec<String> = common::steps().into_iter().map(|s| s.bin).collect();
+    assert_eq!(bins.len(), 9, "steps/list.txt lists {bins:?}");
     bins.into_iter()
         .map(|bin| {
             // The step's stage module is the one its chapter includes as `:stage`.

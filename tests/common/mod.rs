@@ -779,3 +779,49 @@ pub fn listening(port: u16) -> bool {
         })
     })
 }
+
+/// One step of `steps/list.txt`, the project's one ordered list of the steps (its header
+/// says what the columns mean; the lab scripts read it with `lab_steps` in lab/common.sh).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// `NN_name`: the `[[bin]]`, `steps/NN_name.rs` and `book/src/NN_name.md`.
+    pub bin: String,
+    /// Runs as a server and a client (05–09), not as one process.
+    pub pair: bool,
+}
+
+impl Step {
+    /// The step's number, `01`…`09`.
+    pub fn nn(&self) -> &str {
+        &self.bin[..2]
+    }
+
+    /// Its stage module, `src/stages/<stage>.rs`: the bin name without its number.
+    pub fn stage(&self) -> &str {
+        &self.bin[3..]
+    }
+}
+
+/// The steps, in order, from `steps/list.txt`. tests/consistency.rs checks that Cargo.toml's
+/// `[[bin]]`s, the `steps/*.rs` files and book/src/SUMMARY.md's chapters are this list.
+pub fn steps() -> Vec<Step> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("steps/list.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let steps: Vec<Step> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|line| {
+            let (bin, pair) = match line.split_whitespace().collect::<Vec<_>>()[..] {
+                [bin, "alone"] => (bin, false),
+                [bin, "pair"] => (bin, true),
+                _ => panic!("{}: `{line}`: want `NN_name alone` or `NN_name pair`", path.display()),
+            };
+            let numbered = bin.len() > 3 && bin[..2].bytes().all(|b| b.is_ascii_digit()) && bin.as_bytes()[2] == b'_';
+            assert!(numbered, "{}: `{bin}` is not named NN_name", path.display());
+            Step { bin: bin.to_string(), pair }
+        })
+        .collect();
+    assert!(!steps.is_empty(), "{} lists no step", path.display());
+    steps
+}
