@@ -331,17 +331,38 @@ impl Context {
 
     /// `ibv_query_gid`: entry `index` of port `port`'s GID table.
     pub fn query_gid(&self, port: u8, index: i32) -> Result<[u8; 16]> {
-        let mut gid = ibv_gid::default();
-        // SAFETY: raw is an open context and gid a valid out-pointer.
-        let rc = unsafe { ffi::ibv_query_gid(self.raw.as_ptr(), port, index, &mut gid) };
-        // ibv_query_gid returns -1 and sets errno, unlike most int-returning verbs.
-        if rc != 0 {
+        // ibv_query_gid returns -1 and leaves errno alone on some paths (rdma-core's
+        // sysfs fallback returns its error code instead of setting errno), so an errno read
+        // after it may be stale. ibv_query_gid_ex (a static inline over the symbol called
+        // here) returns the error code itself: "0 on success or errno value on error".
+        let Ok(index_u32) = u32::try_from(index) else {
             return Err(Error::verb(
                 format!("ibv_query_gid(port {port}, index {index})"),
-                io::Error::last_os_error(),
+                io::Error::from_raw_os_error(libc::EINVAL),
             ));
+        };
+        let mut entry = ffi::ibv_gid_entry::default();
+        // SAFETY: raw is an open context and entry a valid out-pointer of the size passed.
+        let rc = unsafe {
+            ffi::_ibv_query_gid_ex(
+                self.raw.as_ptr(),
+                u32::from(port),
+                index_u32,
+                &mut entry,
+                0,
+                std::mem::size_of::<ffi::ibv_gid_entry>(),
+            )
+        };
+        match rc {
+            0 => Ok(gid_bytes(&entry.gid)),
+            // An empty slot: ibv_query_gid reports it as success with an all-zero GID, and so
+            // do we (the caller explains an all-zero GID).
+            libc::ENODATA => Ok([0; 16]),
+            _ => Err(Error::verb(
+                format!("ibv_query_gid(port {port}, index {index})"),
+                io::Error::from_raw_os_error(rc),
+            )),
         }
-        Ok(gid_bytes(&gid))
     }
 }
 
