@@ -285,20 +285,7 @@ impl Context {
         // is ready, so the (blocking) verb returns at once.
         let rc = unsafe { ffi::ibv_get_async_event(self.raw.as_ptr(), &mut event) };
         check("ibv_get_async_event", rc)?;
-        // The enum's own names (what the man page and the headers list), in value order.
-        const NAMES: [&str; 20] = [
-            "IBV_EVENT_CQ_ERR", "IBV_EVENT_QP_FATAL", "IBV_EVENT_QP_REQ_ERR",
-            "IBV_EVENT_QP_ACCESS_ERR", "IBV_EVENT_COMM_EST", "IBV_EVENT_SQ_DRAINED",
-            "IBV_EVENT_PATH_MIG", "IBV_EVENT_PATH_MIG_ERR", "IBV_EVENT_DEVICE_FATAL",
-            "IBV_EVENT_PORT_ACTIVE", "IBV_EVENT_PORT_ERR", "IBV_EVENT_LID_CHANGE",
-            "IBV_EVENT_PKEY_CHANGE", "IBV_EVENT_SM_CHANGE", "IBV_EVENT_SRQ_ERR",
-            "IBV_EVENT_SRQ_LIMIT_REACHED", "IBV_EVENT_QP_LAST_WQE_REACHED",
-            "IBV_EVENT_CLIENT_REREGISTER", "IBV_EVENT_GID_CHANGE", "IBV_EVENT_WQ_FATAL",
-        ];
-        let name = match NAMES.get(event.event_type as usize) {
-            Some(name) => (*name).to_owned(),
-            None => format!("event type {}", event.event_type),
-        };
+        let name = names::event_type_name(event.event_type);
         // Every event must be acknowledged, or destroying its CQ/QP blocks forever.
         // SAFETY: event came from ibv_get_async_event and is acknowledged once.
         unsafe { ffi::ibv_ack_async_event(&mut event) };

@@ -42,6 +42,26 @@ pub fn wc_status_name(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str 
     NAMES.get(status as usize).copied().unwrap_or("IBV_WC_(unknown)")
 }
 
+/// `IBV_EVENT_CQ_ERR`, `IBV_EVENT_QP_FATAL`, ...: an asynchronous event type by its C name.
+///
+/// libibverbs has `ibv_event_type_str`, but it gives prose ("CQ error"), and the trace
+/// names every enum value as the headers and man pages spell it, as for statuses.
+pub fn event_type_name(event_type: ibverbs_sys::ibv_event_type) -> String {
+    const NAMES: [&str; 20] = [
+        "IBV_EVENT_CQ_ERR", "IBV_EVENT_QP_FATAL", "IBV_EVENT_QP_REQ_ERR",
+        "IBV_EVENT_QP_ACCESS_ERR", "IBV_EVENT_COMM_EST", "IBV_EVENT_SQ_DRAINED",
+        "IBV_EVENT_PATH_MIG", "IBV_EVENT_PATH_MIG_ERR", "IBV_EVENT_DEVICE_FATAL",
+        "IBV_EVENT_PORT_ACTIVE", "IBV_EVENT_PORT_ERR", "IBV_EVENT_LID_CHANGE",
+        "IBV_EVENT_PKEY_CHANGE", "IBV_EVENT_SM_CHANGE", "IBV_EVENT_SRQ_ERR",
+        "IBV_EVENT_SRQ_LIMIT_REACHED", "IBV_EVENT_QP_LAST_WQE_REACHED",
+        "IBV_EVENT_CLIENT_REREGISTER", "IBV_EVENT_GID_CHANGE", "IBV_EVENT_WQ_FATAL",
+    ];
+    match NAMES.get(event_type as usize) {
+        Some(name) => (*name).to_owned(),
+        None => format!("event type {event_type}"),
+    }
+}
+
 /// `IBV_MTU_1024` for the enum value 3: `ibv_mtu` is an enum, not a byte count.
 pub fn mtu_name(mtu: ibverbs_sys::ibv_mtu) -> String {
     match mtu {
@@ -244,6 +264,8 @@ mod tests {
         assert_eq!(mtu_name(5), "IBV_MTU_4096");
         assert_eq!(wc_status_name(0), "IBV_WC_SUCCESS");
         assert_eq!(wc_status_name(12), "IBV_WC_RETRY_EXC_ERR");
+        assert_eq!(event_type_name(ibverbs_sys::IBV_EVENT_CQ_ERR), "IBV_EVENT_CQ_ERR");
+        assert_eq!(event_type_name(ibverbs_sys::IBV_EVENT_WQ_FATAL), "IBV_EVENT_WQ_FATAL");
         assert_eq!(access_names(0), "0");
         assert_eq!(access_names(3), "IBV_ACCESS_LOCAL_WRITE|IBV_ACCESS_REMOTE_WRITE");
         assert_eq!(SendFlags(2 | 8).to_string(), "IBV_SEND_SIGNALED|IBV_SEND_INLINE");
