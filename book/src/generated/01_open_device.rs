@@ -20,7 +20,7 @@ struct Cli {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     error::main(|| {
-        let _dev = open_device(&cli.device)?;
+        let _dev = open_device(&cli.device.choice())?;
         Ok(())
     })
 }
