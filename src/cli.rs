@@ -1,8 +1,9 @@
 //! Command-line flags: `ibv_rc_pingpong`'s, with its short flags and defaults.
 //!
-//! The flags are split into small [`clap::Args`] groups so every step flattens exactly the
-//! ones it uses and no flag is defined twice: 01–02 take [`DeviceArgs`], 03 adds
-//! [`BufferArgs`], 04 adds [`QueueArgs`], and 05–09 take all of [`PingpongArgs`].
+//! The flags are split into small [`clap::Args`] groups so every step takes exactly the
+//! ones it uses and no flag is defined twice: 01–02 take [`OpenArgs`] (the [`DeviceArgs`]),
+//! 03 [`MrArgs`] (adds [`BufferArgs`]), 04 [`QpArgs`] (adds [`QueueArgs`]), and 05–09 all of
+//! [`PingpongArgs`].
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -86,6 +87,40 @@ pub struct ExchangeArgs {
     /// the server's accept, and for every message of the exchange. rc_pingpong waits forever
     #[arg(long = "timeout", value_name = "SECONDS", default_value = "20", value_parser = parse_timeout)]
     pub timeout: Duration,
+}
+
+/// Steps 01 and 02: which device, port and GID.
+///
+/// Every step's flags are one struct with the same field names (`device`, `buffer`,
+/// `queue`), so the steps read alike and the diff from one step to the next shows the new
+/// stage, not renamed plumbing.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct OpenArgs {
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// Step 03: the device, and the buffer to register.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct MrArgs {
+    #[command(flatten)]
+    pub device: DeviceArgs,
+
+    #[command(flatten)]
+    pub buffer: BufferArgs,
+}
+
+/// Step 04: the device, the buffer, and the queues to create.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct QpArgs {
+    #[command(flatten)]
+    pub device: DeviceArgs,
+
+    #[command(flatten)]
+    pub buffer: BufferArgs,
+
+    #[command(flatten)]
+    pub queue: QueueArgs,
 }
 
 /// All of `ibv_rc_pingpong`'s flags that the steps implement (05–09 flatten this).
@@ -226,6 +261,14 @@ impl std::str::FromStr for Mtu {
     fn from_str(s: &str) -> Result<Self, String> {
         parse_mtu(s)
     }
+}
+
+/// The footer of a one-process step's `--help` (01–04), with that step's bin name.
+pub fn one_terminal_help(bin: &str) -> String {
+    format!(
+        "Needs an RDMA device. Without one (no RDMA in the kernel), run it in the lab VM: \
+         lab/run target/debug/{bin} -g 1"
+    )
 }
 
 /// The "two terminals" footer for a step's `--help`, with that step's bin name.
@@ -465,19 +508,23 @@ mod tests {
     }
 
     #[test]
-    fn small_groups_flatten_on_their_own() {
+    fn each_steps_group_parses_on_its_own() {
+        // What a step's Cli is: its group of flags, flattened (the steps add only --break).
         #[derive(Parser)]
-        struct Step04 {
+        struct Step<A: Args> {
             #[command(flatten)]
-            device: DeviceArgs,
-            #[command(flatten)]
-            buffer: BufferArgs,
-            #[command(flatten)]
-            queue: QueueArgs,
+            args: A,
         }
         use clap::CommandFactory;
-        Step04::command().debug_assert();
-        let s = Step04::try_parse_from(["04", "-d", "rxe0", "-s", "64", "-r", "8", "-e"]).unwrap();
-        assert_eq!((s.device.ib_dev.as_deref(), s.buffer.size, s.queue.rx_depth, s.queue.events), (Some("rxe0"), 64, 8, true));
+        Step::<OpenArgs>::command().debug_assert();
+        Step::<MrArgs>::command().debug_assert();
+        Step::<QpArgs>::command().debug_assert();
+        let open = Step::<OpenArgs>::try_parse_from(["01", "-d", "rxe0", "-g", "1"]).unwrap().args;
+        assert_eq!(open.device.choice(), DeviceChoice { ib_dev: Some("rxe0".into()), ib_port: 1, gid_idx: Some(1) });
+        assert!(Step::<OpenArgs>::try_parse_from(["01", "-s", "64"]).is_err(), "01 takes no -s");
+        let mr = Step::<MrArgs>::try_parse_from(["03", "-s", "64"]).unwrap().args;
+        assert_eq!(mr.buffer.size, 64);
+        let qp = Step::<QpArgs>::try_parse_from(["04", "-d", "rxe0", "-s", "64", "-r", "8", "-e"]).unwrap().args;
+        assert_eq!((qp.device.ib_dev.as_deref(), qp.buffer.size, qp.queue.rx_depth, qp.queue.events), (Some("rxe0"), 64, 8, true));
     }
 }

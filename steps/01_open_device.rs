@@ -4,25 +4,24 @@
 //! device list freed, as at the end of `ibv_rc_pingpong`.
 
 use clap::Parser;
-use rdma_dissect::cli::DeviceArgs;
+use rdma_dissect::cli::{self, OpenArgs};
 use rdma_dissect::error;
 use rdma_dissect::stages::open_device::open_device;
 
 /// Step 01 of ibv_rc_pingpong: open a device, query it, its port and its GID table.
 #[derive(Parser)]
-#[command(after_help = "Needs an RDMA device. Without one (no RDMA in the kernel), run it in the \
-lab VM: lab/run target/debug/01_open_device -g 1")]
+#[command(after_help = cli::one_terminal_help("01_open_device"))]
 struct Cli {
     #[command(flatten)]
-    device: DeviceArgs,
+    args: OpenArgs,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let Cli { args } = Cli::parse();
     error::main(|| {
         // ANCHOR: new
-        let _dev = open_device(&cli.device.choice())?;
+        let _dev = open_device(&args.device.choice())?;
         // ANCHOR_END: new
         Ok(())
     })

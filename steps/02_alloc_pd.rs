@@ -3,23 +3,23 @@
 //! New: stage 02, [`rdma_dissect::stages::alloc_pd`].
 
 use clap::Parser;
-use rdma_dissect::cli::DeviceArgs;
+use rdma_dissect::cli::{self, OpenArgs};
 use rdma_dissect::error;
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device};
 
 /// Step 02 of ibv_rc_pingpong: open a device and allocate a protection domain.
 #[derive(Parser)]
-#[command(after_help = "Needs an RDMA device; in the lab VM: lab/run target/debug/02_alloc_pd")]
+#[command(after_help = cli::one_terminal_help("02_alloc_pd"))]
 struct Cli {
     #[command(flatten)]
-    device: DeviceArgs,
+    args: OpenArgs,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let Cli { args } = Cli::parse();
     error::main(|| {
-        let dev = open_device(&cli.device.choice())?;
+        let dev = open_device(&args.device.choice())?;
         // ANCHOR: new
         let _pd = alloc_pd(&dev)?;
         // ANCHOR_END: new

@@ -3,35 +3,34 @@
 //! New: stage 03, [`rdma_dissect::stages::reg_mr`].
 
 use clap::Parser;
-use rdma_dissect::cli::{BufferArgs, DeviceArgs};
+use rdma_dissect::cli::{self, MrArgs};
 use rdma_dissect::{breakit, error};
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
 /// Step 03 of ibv_rc_pingpong: register a -s byte buffer as a memory region.
 #[derive(Parser)]
-#[command(after_help = "Needs an RDMA device; in the lab VM: lab/run target/debug/03_reg_mr")]
+#[command(after_help = cli::one_terminal_help("03_reg_mr"))]
 struct Cli {
     #[command(flatten)]
-    device: DeviceArgs,
-    #[command(flatten)]
-    buffer: BufferArgs,
+    args: MrArgs,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
     #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::reg_mr::CASES))]
-    brk: Option<breakit::Choice<DeviceArgs>>,
+    brk: Option<breakit::Choice<MrArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    if let Some(choice) = cli.brk {
-        return breakit::main(choice, &breakit::reg_mr::CASES, &cli.device);
+    let Cli { args, brk } = Cli::parse();
+    if let Some(choice) = brk {
+        return breakit::main(choice, &breakit::reg_mr::CASES, &args);
     }
+    let size = args.buffer.size;
     error::main(|| {
-        let dev = open_device(&cli.device.choice())?;
+        let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;
         // ANCHOR: new
-        let _mr = reg_mr(&pd, cli.buffer.size as usize, IBV_ACCESS_LOCAL_WRITE)?;
+        let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         // ANCHOR_END: new
         Ok(())
     })

@@ -3,7 +3,7 @@
 //! New: stage 04, [`rdma_dissect::stages::create_qp`].
 
 use clap::Parser;
-use rdma_dissect::cli::{BufferArgs, DeviceArgs, QueueArgs};
+use rdma_dissect::cli::{self, QpArgs};
 use rdma_dissect::{breakit, error};
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
@@ -11,32 +11,28 @@ use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
 /// Step 04 of ibv_rc_pingpong: create a CQ and an RC QP, and take the QP RESET→INIT.
 #[derive(Parser)]
-#[command(after_help = "Needs an RDMA device; in the lab VM: lab/run target/debug/04_create_qp")]
+#[command(after_help = cli::one_terminal_help("04_create_qp"))]
 struct Cli {
     #[command(flatten)]
-    device: DeviceArgs,
-    #[command(flatten)]
-    buffer: BufferArgs,
-    #[command(flatten)]
-    queue: QueueArgs,
+    args: QpArgs,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
     #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::create_qp::CASES))]
-    brk: Option<breakit::Choice<DeviceArgs>>,
+    brk: Option<breakit::Choice<QpArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    if let Some(choice) = cli.brk {
-        return breakit::main(choice, &breakit::create_qp::CASES, &cli.device);
+    let Cli { args, brk } = Cli::parse();
+    if let Some(choice) = brk {
+        return breakit::main(choice, &breakit::create_qp::CASES, &args);
     }
-    let size = cli.buffer.size;
+    let size = args.buffer.size;
     error::main(|| {
-        let dev = open_device(&cli.device.choice())?;
+        let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;
         let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         // ANCHOR: new
-        let _queues = create_qp(&dev, &pd, QpOptions::pingpong(size, cli.queue.rx_depth, cli.queue.events))?;
+        let _queues = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
         // ANCHOR_END: new
         Ok(())
     })

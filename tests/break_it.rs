@@ -90,7 +90,7 @@ fn check<A>(bin: &str, case: &Case<A>, runs: &[Run]) {
 }
 
 /// A single-process step's cases (03, 04).
-fn alone(bin: &str, program: &str, cases: &[Case<rdma_dissect::cli::DeviceArgs>]) {
+fn alone<A>(bin: &str, program: &str, cases: &[Case<A>]) {
     let _device = device_lock();
     for case in cases {
         let mut a = device_args();

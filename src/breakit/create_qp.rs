@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{loopback, Case, Side, Stack};
-use crate::cli::DeviceArgs;
+use crate::cli::QpArgs;
 use crate::error::{Error, Result};
 use crate::stages::create_qp::QpOptions;
 use crate::poll::trace_wc;
@@ -17,7 +17,7 @@ const MESSAGES: u32 = 4;
 const SIZE: u32 = 64;
 
 /// The cases of `04_create_qp --break`.
-pub static CASES: [Case<DeviceArgs>; 1] = [Case {
+pub static CASES: [Case<QpArgs>; 1] = [Case {
     name: "cq-too-small",
     summary: "create the CQ with 1 entry for 4 sends and 4 receives, and let them complete",
     side: Side::Alone,
@@ -35,7 +35,7 @@ pub static CASES: [Case<DeviceArgs>; 1] = [Case {
 
 /// Connects a QP whose CQ has one entry to itself, sends [`MESSAGES`] messages without
 /// polling, then reads the async event and what is left in the CQ.
-fn cq_too_small(device: &DeviceArgs) -> Result<()> {
+fn cq_too_small(args: &QpArgs) -> Result<()> {
     let opts = QpOptions {
         rx_depth: MESSAGES,
         tx_depth: MESSAGES,
@@ -44,7 +44,7 @@ fn cq_too_small(device: &DeviceArgs) -> Result<()> {
         use_event: false,
         access: ibv_access_flags(0),
     };
-    let s = Stack::new(device, SIZE, IBV_ACCESS_LOCAL_WRITE, opts)?;
+    let s = Stack::new(&args.device, SIZE, IBV_ACCESS_LOCAL_WRITE, opts)?;
     post_recv(&s.q.qp, &s.mr, SIZE, MESSAGES)?;
     loopback(&s)?;
     for _ in 0..MESSAGES {

@@ -27,7 +27,7 @@ pub mod reg_mr;
 use std::process::ExitCode;
 use std::rc::Rc;
 
-use crate::cli::{DeviceArgs, PingpongArgs, Role};
+use crate::cli::{DeviceArgs, MrArgs, PingpongArgs, QpArgs, Role};
 use crate::error::{self, Result};
 use crate::stages::create_qp::{create_qp, QpOptions, Queues};
 use crate::stages::modify_qp_rtr::{local_dest, modify_qp_rtr};
@@ -64,7 +64,13 @@ pub trait StepArgs: 'static {
     fn side(&self) -> Side;
 }
 
-impl StepArgs for DeviceArgs {
+impl StepArgs for MrArgs {
+    fn side(&self) -> Side {
+        Side::Alone
+    }
+}
+
+impl StepArgs for QpArgs {
     fn side(&self) -> Side {
         Side::Alone
     }

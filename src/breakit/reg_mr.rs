@@ -1,7 +1,7 @@
 //! Step 03's mistakes: access flags on `ibv_reg_mr`.
 
 use super::{loopback, Case, Side, Stack};
-use crate::cli::DeviceArgs;
+use crate::cli::MrArgs;
 use crate::error::Result;
 use crate::stages::create_qp::QpOptions;
 use crate::poll::wait_for;
@@ -13,7 +13,7 @@ use crate::verbs::{ibv_access_flags, IBV_ACCESS_REMOTE_WRITE};
 const SIZE: u32 = 4096;
 
 /// The cases of `03_reg_mr --break`.
-pub static CASES: [Case<DeviceArgs>; 2] = [
+pub static CASES: [Case<MrArgs>; 2] = [
     Case {
         name: "recv-without-local-write",
         summary: "register the receive buffer without IBV_ACCESS_LOCAL_WRITE, then receive into it",
@@ -43,8 +43,8 @@ pub static CASES: [Case<DeviceArgs>; 2] = [
 
 /// Registers without LOCAL_WRITE (fine), then connects the QP to itself and sends one
 /// message into that buffer: the receive fails.
-fn recv_without_local_write(device: &DeviceArgs) -> Result<()> {
-    let s = Stack::new(device, SIZE, ibv_access_flags(0), QpOptions::pingpong(SIZE, 1, false))?;
+fn recv_without_local_write(args: &MrArgs) -> Result<()> {
+    let s = Stack::new(&args.device, SIZE, ibv_access_flags(0), QpOptions::pingpong(SIZE, 1, false))?;
     post_recv(&s.q.qp, &s.mr, SIZE, 1)?;
     loopback(&s)?;
     // Sending *from* the MR is fine without any flag: the HCA only reads it.
@@ -52,8 +52,8 @@ fn recv_without_local_write(device: &DeviceArgs) -> Result<()> {
     wait_for(&s.q.cq, &[PINGPONG_SEND_WRID, PINGPONG_RECV_WRID], std::time::Duration::from_secs(10))
 }
 
-fn remote_write_without_local_write(device: &DeviceArgs) -> Result<()> {
-    let dev = open_device(&device.choice())?;
+fn remote_write_without_local_write(args: &MrArgs) -> Result<()> {
+    let dev = open_device(&args.device.choice())?;
     let pd = alloc_pd(&dev)?;
     reg_mr(&pd, SIZE as usize, IBV_ACCESS_REMOTE_WRITE)?;
     Ok(())
