@@ -206,13 +206,7 @@ impl Mtu {
 
     /// Payload bytes per packet.
     pub fn bytes(self) -> u32 {
-        match self {
-            Mtu::Mtu256 => 256,
-            Mtu::Mtu512 => 512,
-            Mtu::Mtu1024 => 1024,
-            Mtu::Mtu2048 => 2048,
-            Mtu::Mtu4096 => 4096,
-        }
+        crate::verbs::names::mtu_bytes(self.to_ibv()).expect("every Mtu is an ibv_mtu from 1 to 5")
     }
 
     /// From a byte count, as `pp_mtu_to_enum` does; `None` for anything else.

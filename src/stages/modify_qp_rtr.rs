@@ -193,8 +193,7 @@ fn warn_if_above_active_mtu(dev: &Device, mtu: ibv_mtu) {
             names::mtu_name(mtu),
             dev.ib_port,
             names::mtu_name(active),
-            // The enum counts from IBV_MTU_256 = 1.
-            128u32 << active
+            names::mtu_bytes(active).map_or(names::mtu_name(active), |bytes| bytes.to_string())
         );
     }
 }

@@ -62,11 +62,17 @@ pub fn event_type_name(event_type: ibverbs_sys::ibv_event_type) -> String {
     }
 }
 
+/// The payload bytes per packet of an `ibv_mtu`: 1024 for `IBV_MTU_1024`, whose value is 3
+/// (the enum counts from `IBV_MTU_256` = 1); `None` outside the enum.
+pub fn mtu_bytes(mtu: ibverbs_sys::ibv_mtu) -> Option<u32> {
+    matches!(mtu, 1..=5).then(|| 128 << mtu)
+}
+
 /// `IBV_MTU_1024` for the enum value 3: `ibv_mtu` is an enum, not a byte count.
 pub fn mtu_name(mtu: ibverbs_sys::ibv_mtu) -> String {
-    match mtu {
-        1..=5 => format!("IBV_MTU_{}", 128 << mtu),
-        _ => format!("{mtu}"),
+    match mtu_bytes(mtu) {
+        Some(bytes) => format!("IBV_MTU_{bytes}"),
+        None => format!("{mtu}"),
     }
 }
 
@@ -262,6 +268,8 @@ mod tests {
         assert_eq!(state_name(ibv_qp_state::IBV_QPS_RESET), "RESET");
         assert_eq!(state_name(ibv_qp_state::IBV_QPS_RTS), "RTS");
         assert_eq!(mtu_name(5), "IBV_MTU_4096");
+        assert_eq!(mtu_name(0), "0");
+        assert_eq!((mtu_bytes(1), mtu_bytes(3), mtu_bytes(6)), (Some(256), Some(1024), None));
         assert_eq!(wc_status_name(0), "IBV_WC_SUCCESS");
         assert_eq!(wc_status_name(12), "IBV_WC_RETRY_EXC_ERR");
         assert_eq!(event_type_name(ibverbs_sys::IBV_EVENT_CQ_ERR), "IBV_EVENT_CQ_ERR");
