@@ -1038,16 +1038,11 @@ impl Qp {
     /// so they must point at memory that is checked to be valid.
     #[inline]
     pub fn post_send(&self, wr: &mut ibv_send_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
-        if !sg_list.iter().all(|sge| mr.covers(sge)) {
-            return Err(Error::new("ibv_post_send").cause("a gather entry lies outside its MR"));
-        }
-        wr.sg_list = sg_list.as_ptr().cast_mut();
-        wr.num_sge = sg_list.len() as i32;
-        wr.next = ptr::null_mut();
+        attach(wr, sg_list, mr, "ibv_post_send", "a gather entry lies outside its MR")?;
         let mut bad_wr = ptr::null_mut();
         // ibv_post_send is `static inline` in verbs.h: a call through the ops table.
         // SAFETY: raw is live; wr is one valid WR whose gather entries lie in a registered
-        // MR (checked above) that outlives the call; the verb reads them and keeps no
+        // MR (checked by attach) that outlives the call; the verb reads them and keeps no
         // pointer into `wr` after returning.
         let rc = unsafe {
             let qp = self.raw.as_ptr();
@@ -1062,12 +1057,7 @@ impl Qp {
     /// [`Qp::post_send`].
     #[inline]
     pub fn post_recv(&self, wr: &mut ibv_recv_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
-        if !sg_list.iter().all(|sge| mr.covers(sge)) {
-            return Err(Error::new("ibv_post_recv").cause("a scatter entry lies outside its MR"));
-        }
-        wr.sg_list = sg_list.as_ptr().cast_mut();
-        wr.num_sge = sg_list.len() as i32;
-        wr.next = ptr::null_mut();
+        attach(wr, sg_list, mr, "ibv_post_recv", "a scatter entry lies outside its MR")?;
         let mut bad_wr = ptr::null_mut();
         // SAFETY: as in post_send; ibv_post_recv is the same kind of static inline.
         let rc = unsafe {
@@ -1077,6 +1067,34 @@ impl Qp {
         };
         check("ibv_post_recv", rc)
     }
+}
+
+/// What a send and a receive work request share: a scatter/gather list and a `next` link.
+trait WorkRequest {
+    fn set_list(&mut self, sg_list: *mut ibv_sge, num_sge: i32);
+}
+
+impl WorkRequest for ibv_send_wr {
+    fn set_list(&mut self, sg_list: *mut ibv_sge, num_sge: i32) {
+        (self.sg_list, self.num_sge, self.next) = (sg_list, num_sge, ptr::null_mut());
+    }
+}
+
+impl WorkRequest for ibv_recv_wr {
+    fn set_list(&mut self, sg_list: *mut ibv_sge, num_sge: i32) {
+        (self.sg_list, self.num_sge, self.next) = (sg_list, num_sge, ptr::null_mut());
+    }
+}
+
+/// Points `wr` at `sg_list` (and at no next WR), after checking that every entry lies in
+/// `mr`: the pointers the verb will follow then point at registered memory.
+#[inline]
+fn attach(wr: &mut impl WorkRequest, sg_list: &[ibv_sge], mr: &Mr, verb: &str, outside: &str) -> Result<()> {
+    if !sg_list.iter().all(|sge| mr.covers(sge)) {
+        return Err(Error::new(verb).cause(outside));
+    }
+    wr.set_list(sg_list.as_ptr().cast_mut(), sg_list.len() as i32);
+    Ok(())
 }
 
 impl Drop for Qp {
