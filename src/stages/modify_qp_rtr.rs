@@ -148,6 +148,10 @@ pub fn rtr_attr(dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> ibv_qp_att
             // ANCHOR: hole_dgid HOLE: the destination GID in the GRH: the peer's (an ibv_gid)
             dgid: ibv_gid { raw: remote.gid },
             // ANCHOR_END: hole_dgid
+            // Without -g, rc_pingpong passes its gidx of -1, which this u8 field turns into
+            // 255: an empty slot or past the table, so RTR fails. We pass 0 instead, which
+            // can work (and explain_rtr says what 0 was if RTR fails); -g above 255 never
+            // gets here (stage 01 refuses it).
             // ANCHOR: hole_sgid_index HOLE: the source GID: an index into OUR port's GID table (-g), as a u8
             sgid_index: dev.gid_index.unwrap_or(0) as u8,
             // ANCHOR_END: hole_sgid_index
