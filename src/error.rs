@@ -20,6 +20,14 @@
 //! [`Error::new`] (anything else) and adds [`Error::cause`] / [`Error::fix`]. The break-it
 //! cases reuse the same type: they make a mistake on purpose, let the device fail, and match
 //! on [`Error::errno`] to attach the explanation of that particular mistake.
+//!
+//! **Why one error type, and where `anyhow` comes in.** Inside the library every fallible
+//! function returns this [`Error`], not `anyhow::Error`: callers (the break-it cases,
+//! `explain_rtr`) inspect it — its errno, whether it is explained yet — and add the cause
+//! and fix that only they know, which a type-erased error would make a downcast at every
+//! step. `anyhow` serves at the top, where nothing inspects the error any more: a step's
+//! body returns `anyhow::Result` to [`main`], so it can also `?` errors that are not ours
+//! (I/O, parsing) and [`report`] prints those with their chain of causes.
 
 use std::fmt;
 use std::io;
