@@ -23,9 +23,7 @@ struct Cli {
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk } = Cli::parse();
-    if let Some(choice) = brk {
-        return breakit::main(choice, &breakit::create_qp::CASES, &args);
-    }
+    if let Some(choice) = brk { return breakit::main(choice, &breakit::create_qp::CASES, &args); }
     let size = args.buffer.size;
     error::main(|| {
         let dev = open_device(&args.device.choice())?;

@@ -35,9 +35,7 @@ struct Cli {
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, bw, brk } = Cli::parse();
-    if let Some(choice) = brk {
-        return breakit::main(choice, &breakit::rdma_write::CASES, &args);
-    }
+    if let Some(choice) = brk { return breakit::main(choice, &breakit::rdma_write::CASES, &args); }
     let size = args.buffer.size;
     let role = args.role();
     error::main(|| {
