@@ -34,6 +34,8 @@ fn main() -> std::process::ExitCode {
         let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
         // ANCHOR: new
         let local = local_dest(&dev, &q.qp);
+        // The closure connects our QP: the server runs it before it replies, the client
+        // once it has the reply (see exchange_dest).
         exchange_dest(&args.peer(), &local, |remote| {
             modify_qp_rtr(&q.qp, &dev, remote, args.mtu.to_ibv(), args.sl)
         })?;

@@ -41,6 +41,8 @@ fn main() -> std::process::ExitCode {
         prepare(&q, &mr, opts)?;
         // ANCHOR_END: new
         let local = local_dest(&dev, &q.qp);
+        // The closure connects our QP: the server runs it before it replies, the client
+        // once it has the reply (see exchange_dest).
         exchange_dest(&args.peer(), &local, |remote| {
             modify_qp_rtr(&q.qp, &dev, remote, args.mtu.to_ibv(), args.sl)?;
             modify_qp_rts(&q.qp, local.psn)

@@ -63,6 +63,8 @@ fn main() -> std::process::ExitCode {
             post_notice_recv(&q.qp, &mr)?;
         }
         let local = local_rdma_dest(&dev, &q.qp, &mr);
+        // The closure connects our QP: the server runs it before it replies, the client
+        // once it has the reply (see exchange_dest).
         let remote = exchange_dest(&args.peer(), &local, |remote| {
             modify_qp_rtr(&q.qp, &dev, &remote.dest, args.mtu.to_ibv(), args.sl)?;
             modify_qp_rts(&q.qp, local.dest.psn)
