@@ -452,10 +452,20 @@ impl Picks {
     }
 
     /// The placeholder for `value` of one of `kinds`, looking first at `order`'s sides.
+    ///
+    /// The side the value should come from (`order[0]`) is searched for `kinds` in order,
+    /// any other side for them in reverse: a value that is both a side's lkey and its rkey
+    /// is named by the key that side would use it as. That matters where the device gives
+    /// an MR without remote access an rkey equal to its lkey (rxe on Linux 6.12; 6.1 gives
+    /// it 0): 09's `wrong-rkey` writes with the client's lkey, `[LKEY:client]` on both.
     fn label(&self, kinds: &[Kind], value: &str, order: &[Side]) -> String {
-        for &kind in kinds {
-            for side in order {
-                let Some((_, values)) = self.sides.iter().find(|(s, _)| s == side) else { continue };
+        for (i, side) in order.iter().enumerate() {
+            let Some((_, values)) = self.sides.iter().find(|(s, _)| s == side) else { continue };
+            let mut tried: Vec<Kind> = kinds.to_vec();
+            if i > 0 {
+                tried.reverse();
+            }
+            for kind in tried {
                 if values.iter().any(|(k, v)| *k == kind && v == value) {
                     return match side {
                         Side::Alone => format!("[{}]", kind.name()),
