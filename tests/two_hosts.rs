@@ -516,11 +516,17 @@ fn an_rnr_nak_and_its_retry_on_the_wire() {
     let sends: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.2" && p.opcode == "RC Send Only").collect();
     let naks: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.1" && p.rest.contains("syndrome=0x2c")).collect();
     // The first try and one retry, each the same packet, each answered by an RNR NAK
-    // (0x2c: type 01 RNR NAK, timer code 12).
-    assert_eq!(sends.len(), 2, "{:?}", run.packets);
+    // (0x2c: type 01 RNR NAK, timer code 12). On a loaded host a NAK can arrive after the
+    // client's ACK timer (timeout 14: ≈67 ms) fired: the client then also retransmits the
+    // same packet for that, and the server NAKs that copy too. Those extra copies change
+    // nothing in the lesson; the first two of each are what the book shows.
+    assert!(sends.len() >= 2, "{:?}", run.packets);
     assert!(sends.iter().all(|p| p.psn == psn), "{:?}", run.packets);
-    assert_eq!(naks.len(), 2, "{:?}", run.packets);
+    assert!(naks.len() >= 2, "{:?}", run.packets);
     assert!(naks.iter().all(|p| p.psn == psn), "{:?}", run.packets);
+    if sends.len() > 2 {
+        eprintln!("{} copies of the SEND and {} RNR NAKs (a late NAK let the ACK timer fire)", sends.len(), naks.len());
+    }
     snapshot("break-07_post_send-no-recv-rnr-retry", &causal_view(&run, &[sends[0], naks[0], sends[1], naks[1]]));
 }
 
