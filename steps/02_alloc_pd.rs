@@ -9,7 +9,7 @@ use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device};
 
 /// Step 02 of ibv_rc_pingpong: open a device and allocate a protection domain.
 #[derive(Parser)]
-#[command(after_help = cli::one_terminal_help("02_alloc_pd"))]
+#[command(after_help = cli::one_terminal_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
     args: OpenArgs,

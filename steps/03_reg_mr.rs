@@ -5,24 +5,25 @@
 use clap::Parser;
 use rdma_dissect::cli::{self, MrArgs};
 use rdma_dissect::{breakit, error};
+use rdma_dissect::breakit::reg_mr::CASES;
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
 /// Step 03 of ibv_rc_pingpong: register a -s byte buffer as a memory region.
 #[derive(Parser)]
-#[command(after_help = cli::one_terminal_help("03_reg_mr"))]
+#[command(after_help = cli::one_terminal_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
     args: MrArgs,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::reg_mr::CASES))]
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&CASES))]
     brk: Option<breakit::Choice<MrArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk } = Cli::parse();
-    if let Some(choice) = brk { return breakit::main(choice, &breakit::reg_mr::CASES, &args); }
+    if let Some(choice) = brk { return breakit::main(choice, &CASES, &args); }
     let size = args.buffer.size;
     error::main(|| {
         let dev = open_device(&args.device.choice())?;

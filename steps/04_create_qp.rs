@@ -5,25 +5,26 @@
 use clap::Parser;
 use rdma_dissect::cli::{self, QpArgs};
 use rdma_dissect::{breakit, error};
+use rdma_dissect::breakit::create_qp::CASES;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
 /// Step 04 of ibv_rc_pingpong: create a CQ and an RC QP, and take the QP RESET→INIT.
 #[derive(Parser)]
-#[command(after_help = cli::one_terminal_help("04_create_qp"))]
+#[command(after_help = cli::one_terminal_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
     args: QpArgs,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::create_qp::CASES))]
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&CASES))]
     brk: Option<breakit::Choice<QpArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk } = Cli::parse();
-    if let Some(choice) = brk { return breakit::main(choice, &breakit::create_qp::CASES, &args); }
+    if let Some(choice) = brk { return breakit::main(choice, &CASES, &args); }
     let size = args.buffer.size;
     error::main(|| {
         let dev = open_device(&args.device.choice())?;

@@ -6,6 +6,7 @@
 use clap::Parser;
 use rdma_dissect::cli::{self, PingpongArgs};
 use rdma_dissect::{breakit, error};
+use rdma_dissect::breakit::modify_qp_rts::CASES;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
@@ -14,19 +15,19 @@ use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
 /// Step 06 of ibv_rc_pingpong: connect the QP (INIT→RTR→RTS) with a peer.
 #[derive(Parser)]
-#[command(after_help = cli::two_terminals_help("06_modify_qp_rts"))]
+#[command(after_help = cli::two_terminals_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
     args: PingpongArgs,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::modify_qp_rts::CASES))]
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&CASES))]
     brk: Option<breakit::Choice<PingpongArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk } = Cli::parse();
-    if let Some(choice) = brk { return breakit::main(choice, &breakit::modify_qp_rts::CASES, &args); }
+    if let Some(choice) = brk { return breakit::main(choice, &CASES, &args); }
     let size = args.buffer.size;
     error::main(|| {
         let dev = open_device(&args.device.choice())?;

@@ -7,6 +7,7 @@
 use clap::Parser;
 use rdma_dissect::cli::{self, PingpongArgs};
 use rdma_dissect::{breakit, error};
+use rdma_dissect::breakit::post_send::CASES;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
@@ -16,19 +17,19 @@ use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
 /// Step 07 of ibv_rc_pingpong: post a receive and a send on each side.
 #[derive(Parser)]
-#[command(after_help = cli::two_terminals_help("07_post_send"))]
+#[command(after_help = cli::two_terminals_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
     args: PingpongArgs,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::post_send::CASES))]
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&CASES))]
     brk: Option<breakit::Choice<PingpongArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk } = Cli::parse();
-    if let Some(choice) = brk { return breakit::main(choice, &breakit::post_send::CASES, &args); }
+    if let Some(choice) = brk { return breakit::main(choice, &CASES, &args); }
     let size = args.buffer.size;
     error::main(|| {
         let dev = open_device(&args.device.choice())?;

@@ -15,7 +15,7 @@ use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
 /// Step 08 of ibv_rc_pingpong: the full ping-pong loop, timed.
 #[derive(Parser)]
-#[command(after_help = cli::two_terminals_help("08_poll_cq"))]
+#[command(after_help = cli::two_terminals_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
     args: PingpongArgs,

@@ -7,6 +7,7 @@
 use clap::Parser;
 use rdma_dissect::cli::{self, PingpongArgs, Role};
 use rdma_dissect::{breakit, error};
+use rdma_dissect::breakit::rdma_write::CASES;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
 use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
@@ -19,7 +20,7 @@ use rdma_dissect::verbs::{ibv_access_flags, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_R
 /// Step 09: RDMA WRITE into the server's memory (rkey and address travel in an extended
 /// 78-byte address message: run 09 on both sides).
 #[derive(Parser)]
-#[command(after_help = cli::two_terminals_help("09_rdma_write"))]
+#[command(after_help = cli::two_terminals_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
     args: PingpongArgs,
@@ -28,14 +29,14 @@ struct Cli {
     #[arg(long)]
     bw: bool,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&breakit::rdma_write::CASES))]
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&CASES))]
     brk: Option<breakit::Choice<PingpongArgs>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, bw, brk } = Cli::parse();
-    if let Some(choice) = brk { return breakit::main(choice, &breakit::rdma_write::CASES, &args); }
+    if let Some(choice) = brk { return breakit::main(choice, &CASES, &args); }
     let size = args.buffer.size;
     let role = args.role();
     error::main(|| {

@@ -10,7 +10,7 @@ use rdma_dissect::stages::open_device::open_device;
 
 /// Step 01 of ibv_rc_pingpong: open a device, query it, its port and its GID table.
 #[derive(Parser)]
-#[command(after_help = cli::one_terminal_help("01_open_device"))]
+#[command(after_help = cli::one_terminal_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
     args: OpenArgs,
