@@ -32,12 +32,10 @@
 
 use clap::Args;
 
-use crate::exchange::Peer;
+use crate::exchange::{Peer, Role};
 use crate::stages::open_device::DeviceChoice;
 use std::fmt;
 use std::time::Duration;
-
-pub use crate::exchange::Role;
 
 /// Which device, port and GID: all any verbs program needs to open and address a port.
 #[derive(Args, Debug, Clone, PartialEq, Eq)]

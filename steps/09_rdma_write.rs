@@ -5,7 +5,8 @@
 //! addition to rc_pingpong's fields, so both sides must run this step (not the C tool).
 
 use clap::Parser;
-use rdma_dissect::cli::{self, PingpongArgs, Role};
+use rdma_dissect::cli::{self, PingpongArgs};
+use rdma_dissect::exchange::Role;
 use rdma_dissect::{breakit, error};
 use rdma_dissect::breakit::rdma_write::CASES;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};

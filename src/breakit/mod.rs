@@ -27,8 +27,9 @@ pub mod reg_mr;
 use std::process::ExitCode;
 use std::rc::Rc;
 
-use crate::cli::{DeviceArgs, MrArgs, PingpongArgs, QpArgs, Role};
+use crate::cli::{DeviceArgs, MrArgs, PingpongArgs, QpArgs};
 use crate::error::{self, Result};
+use crate::exchange::Role;
 use crate::stages::create_qp::{create_qp, QpOptions, Queues};
 use crate::stages::modify_qp_rtr::{local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};

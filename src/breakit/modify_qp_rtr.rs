@@ -2,8 +2,9 @@
 //! step 05 unchanged.
 
 use super::{rts_with_retry_cnt, Case, Side, Stack};
-use crate::cli::{PingpongArgs, Role};
+use crate::cli::PingpongArgs;
 use crate::error::Result;
+use crate::exchange::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, explain_rtr, local_dest, modify_qp_rtr, rtr_attr, RTR_MASK};
 use crate::poll::wait_for;

@@ -3,8 +3,9 @@
 
 use super::post_send::send_each_way_with;
 use super::{rts_with_retry_cnt, Case, Side, Stack};
-use crate::cli::{PingpongArgs, Role};
+use crate::cli::PingpongArgs;
 use crate::error::Result;
+use crate::exchange::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::modify_qp_rts;

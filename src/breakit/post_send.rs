@@ -1,8 +1,9 @@
 //! Step 07's mistakes: receives. The server makes them; the client sends as step 07 does.
 
 use super::{Case, Side, Stack};
-use crate::cli::{PingpongArgs, Role};
+use crate::cli::PingpongArgs;
 use crate::error::Result;
+use crate::exchange::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};

@@ -1,8 +1,9 @@
 //! Step 09's mistakes: the permissions and addresses of an RDMA WRITE.
 
 use super::{Case, Side, Stack};
-use crate::cli::{PingpongArgs, Role};
+use crate::cli::PingpongArgs;
 use crate::error::Result;
+use crate::exchange::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::modify_qp_rts;
