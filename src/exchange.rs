@@ -49,25 +49,6 @@ pub enum Role {
     },
 }
 
-impl Role {
-    /// Short label for traces and the walkthrough's role-labelled output.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Role::Server => "server",
-            Role::Client { .. } => "client",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Role::Server => f.write_str("server"),
-            Role::Client { host } => write!(f, "client of {host}"),
-        }
-    }
-}
-
 /// The other side of the exchange: our role, the TCP port (`-p`) and how long to wait
 /// for it (`--timeout`).
 #[derive(Debug, Clone, PartialEq, Eq)]
