@@ -3,14 +3,15 @@
 //! The flags are split into small [`clap::Args`] groups so every step takes exactly the
 //! ones it uses and no flag is defined twice: 01–02 take [`OpenArgs`] (the [`DeviceArgs`]),
 //! 03 [`MrArgs`] (adds [`BufferArgs`]), 04 [`QpArgs`] (adds [`QueueArgs`]), and 05–09 all of
-//! [`PingpongArgs`].
+//! [`PingpongArgs`]. Each group is a [`StepArgs`]: it knows how its steps run, which sets
+//! the footer of their `--help` and the [`Side`] their break cases see.
 //!
 //! ```no_run
 //! use clap::Parser;
-//! use rdma_dissect::cli::{self, PingpongArgs};
+//! use rdma_dissect::cli::{PingpongArgs, StepArgs};
 //!
 //! #[derive(Parser)]
-//! #[command(about = "INIT→RTR", after_help = cli::two_terminals_help("05_modify_qp_rtr"))]
+//! #[command(about = "INIT→RTR", after_help = PingpongArgs::after_help("05_modify_qp_rtr"))]
 //! struct Cli {
 //!     #[command(flatten)]
 //!     args: PingpongArgs,
@@ -255,31 +256,75 @@ impl std::str::FromStr for Mtu {
     }
 }
 
-/// The footer of a one-process step's `--help` (01–04), with that step's bin name.
-pub fn one_terminal_help(bin: &str) -> String {
-    format!(
-        "Needs an RDMA device. Without one (no RDMA in the kernel), run it in the lab VM: \
-         lab/run target/debug/{bin} -g 1"
-    )
+/// Which part of a run this process plays: the one process of 01–04, or a side of 05–09.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// A single-process step (01–04).
+    Alone,
+    /// The side without a host argument.
+    Server,
+    /// The side with one.
+    Client,
 }
 
-/// The "two terminals" footer for a step's `--help`, with that step's bin name.
+impl Side {
+    /// How a message names this side: "the server".
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Alone => "this program",
+            Side::Server => "the server",
+            Side::Client => "the client",
+        }
+    }
+}
+
+/// A step's group of flags (the one its `Cli` flattens) and what the group says about how
+/// the step runs: as one process, or as a server and a client.
 ///
-/// Attach with `#[command(after_help = cli::two_terminals_help("05_modify_qp_rtr"))]`.
-/// Why it exists: a student with one machine must realise both roles can run there, over
-/// 127.0.0.1, and that RoCE needs `-g`.
-pub fn two_terminals_help(bin: &str) -> String {
-    format!(
-        "Running both roles on one machine (any host with an RDMA device, e.g. Soft-RoCE rxe0):\n\
-         \x20 server:  cargo run --bin {bin} -- -g 1\n\
-         \x20 client:  cargo run --bin {bin} -- -g 1 127.0.0.1\n\
-         Start them in two terminals, in either order: the client retries until the server \
-         listens (up to --timeout seconds).\n\
-         -g is needed on RoCE: there is no LID, so the peer is addressed by GID \
-         (index 1 is ::ffff:<IPv4 address> on rxe; 01_open_device lists the GID table).\n\
-         Steps 05-08 speak ibv_rc_pingpong's exchange, so either side may be the C tool \
-         (ibv_rc_pingpong -g 1 [127.0.0.1]); 09_rdma_write extends it and needs 09 on both sides."
-    )
+/// A step names its group once, `type Args = PingpongArgs;`, and what depends on the group
+/// follows from that name: the footer of `--help` and the type of the `--break` cases. Going
+/// from 04's group to 05's is then one changed line in the step.
+pub trait StepArgs: Args + 'static {
+    /// The footer of the step's `--help`, with the step's bin name: how to run it. By
+    /// default, a one-process step's.
+    fn after_help(bin: &str) -> String {
+        format!(
+            "Needs an RDMA device. Without one (no RDMA in the kernel), run it in the lab VM: \
+             lab/run target/debug/{bin} -g 1"
+        )
+    }
+    /// The side this process plays. By default, a one-process step's.
+    fn side(&self) -> Side {
+        Side::Alone
+    }
+}
+
+impl StepArgs for OpenArgs {}
+impl StepArgs for MrArgs {}
+impl StepArgs for QpArgs {}
+
+impl StepArgs for PingpongArgs {
+    /// Why this footer: a student with one machine must realise both roles can run there,
+    /// over 127.0.0.1, and that RoCE needs `-g`.
+    fn after_help(bin: &str) -> String {
+        format!(
+            "Running both roles on one machine (any host with an RDMA device, e.g. Soft-RoCE rxe0):\n\
+             \x20 server:  cargo run --bin {bin} -- -g 1\n\
+             \x20 client:  cargo run --bin {bin} -- -g 1 127.0.0.1\n\
+             Start them in two terminals, in either order: the client retries until the server \
+             listens (up to --timeout seconds).\n\
+             -g is needed on RoCE: there is no LID, so the peer is addressed by GID \
+             (index 1 is ::ffff:<IPv4 address> on rxe; 01_open_device lists the GID table).\n\
+             Steps 05-08 speak ibv_rc_pingpong's exchange, so either side may be the C tool \
+             (ibv_rc_pingpong -g 1 [127.0.0.1]); 09_rdma_write extends it and needs 09 on both sides."
+        )
+    }
+    fn side(&self) -> Side {
+        match self.role() {
+            Role::Server => Side::Server,
+            Role::Client { .. } => Side::Client,
+        }
+    }
 }
 
 /// Decimal or `0x` hex, like `strtoul(s, NULL, 0)` minus octal (see the module doc).
@@ -402,7 +447,7 @@ mod tests {
     use clap::Parser;
 
     #[derive(Parser, Debug)]
-    #[command(name = "05_modify_qp_rtr", after_help = two_terminals_help("05_modify_qp_rtr"))]
+    #[command(name = "05_modify_qp_rtr", after_help = PingpongArgs::after_help("05_modify_qp_rtr"))]
     struct Cli {
         #[command(flatten)]
         args: PingpongArgs,

@@ -33,12 +33,14 @@
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
 //! * [`poll`] — polling a CQ outside the timed loop: waiting for given completions with a
 //!   deadline, explaining a failed one, tracing one.
-//! * [`cli`] — `ibv_rc_pingpong`'s flags and defaults, in groups each step flattens.
+//! * [`cli`] — `ibv_rc_pingpong`'s flags and defaults, in groups each step flattens; a
+//!   group also says how its steps run (one process, or a server and a client).
 //! * [`breakit`] — each step's characteristic mistakes (`--break CASE`), made on purpose
 //!   by calling the stages with one value spoiled, and explained.
 //!
-//! The binaries in `steps/` are thin: parse flags, then call the stages in order, one call
-//! per stage, with the new stage marked `// ANCHOR: new`.
+//! The binaries in `steps/` are thin and all of one shape: they name their flag group
+//! (`type Args`) and their break cases (`const CASES`), parse, then call the stages in
+//! order, one call per stage, with the new stage marked `// ANCHOR: new`.
 
 pub mod breakit;
 pub mod cli;

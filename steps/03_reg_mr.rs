@@ -3,32 +3,36 @@
 //! New: stage 03, [`rdma_dissect::stages::reg_mr`].
 
 use clap::Parser;
-use rdma_dissect::cli::{self, MrArgs};
-use rdma_dissect::{breakit, error};
-use rdma_dissect::breakit::reg_mr::CASES;
+use rdma_dissect::breakit::{self, Case};
+use rdma_dissect::cli::StepArgs;
+use rdma_dissect::error;
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
+// The flags this step takes, and the mistakes it can make on purpose with `--break`.
+type Args = rdma_dissect::cli::MrArgs;
+const CASES: &[Case<Args>] = &breakit::reg_mr::CASES;
+
 /// Step 03 of ibv_rc_pingpong: register a -s byte buffer as a memory region.
 #[derive(Parser)]
-#[command(after_help = cli::one_terminal_help(env!("CARGO_BIN_NAME")))]
+#[command(after_help = Args::after_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
-    args: MrArgs,
+    args: Args,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&CASES))]
-    brk: Option<breakit::Choice<MrArgs>>,
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(CASES), hide = CASES.is_empty())]
+    brk: Option<breakit::Choice<Args>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk } = Cli::parse();
-    if let Some(choice) = brk { return breakit::main(choice, &CASES, &args); }
-    let size = args.buffer.size;
+    if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
     error::main(|| {
         let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;
         // ANCHOR: new
+        let size = args.buffer.size;
         let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         // ANCHOR_END: new
         Ok(())

@@ -4,34 +4,38 @@
 //! server before it replies, as `pp_connect_ctx` does both.
 
 use clap::Parser;
-use rdma_dissect::cli::{self, PingpongArgs};
-use rdma_dissect::{breakit, error};
-use rdma_dissect::breakit::modify_qp_rts::CASES;
+use rdma_dissect::breakit::{self, Case};
+use rdma_dissect::cli::StepArgs;
+use rdma_dissect::error;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
+// The flags this step takes, and the mistakes it can make on purpose with `--break`.
+type Args = rdma_dissect::cli::PingpongArgs;
+const CASES: &[Case<Args>] = &breakit::modify_qp_rts::CASES;
+
 /// Step 06 of ibv_rc_pingpong: connect the QP (INIT→RTR→RTS) with a peer.
 #[derive(Parser)]
-#[command(after_help = cli::two_terminals_help(env!("CARGO_BIN_NAME")))]
+#[command(after_help = Args::after_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
-    args: PingpongArgs,
+    args: Args,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&CASES))]
-    brk: Option<breakit::Choice<PingpongArgs>>,
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(CASES), hide = CASES.is_empty())]
+    brk: Option<breakit::Choice<Args>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk } = Cli::parse();
-    if let Some(choice) = brk { return breakit::main(choice, &CASES, &args); }
-    let size = args.buffer.size;
+    if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
     error::main(|| {
         let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;
+        let size = args.buffer.size;
         let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
         let local = local_dest(&dev, &q.qp);

@@ -5,10 +5,10 @@
 //! addition to rc_pingpong's fields, so both sides must run this step (not the C tool).
 
 use clap::Parser;
-use rdma_dissect::cli::{self, PingpongArgs};
+use rdma_dissect::breakit::{self, Case};
+use rdma_dissect::cli::StepArgs;
+use rdma_dissect::error;
 use rdma_dissect::exchange::Role;
-use rdma_dissect::{breakit, error};
-use rdma_dissect::breakit::rdma_write::CASES;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
 use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
@@ -18,27 +18,30 @@ use rdma_dissect::stages::rdma_write::{
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::{ibv_access_flags, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE};
 
+// The flags this step takes, and the mistakes it can make on purpose with `--break`.
+type Args = rdma_dissect::cli::PingpongArgs;
+const CASES: &[Case<Args>] = &breakit::rdma_write::CASES;
+
 /// Step 09: RDMA WRITE into the server's memory (rkey and address travel in an extended
 /// 78-byte address message: run 09 on both sides).
 #[derive(Parser)]
-#[command(after_help = cli::two_terminals_help(env!("CARGO_BIN_NAME")))]
+#[command(after_help = Args::after_help(env!("CARGO_BIN_NAME")))]
 struct Cli {
     #[command(flatten)]
-    args: PingpongArgs,
+    args: Args,
     /// Bandwidth mode (client): -n writes of -s bytes, up to 128 in flight, reported in
     /// MiB/s like ib_write_bw
     #[arg(long)]
     bw: bool,
     /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(&CASES))]
-    brk: Option<breakit::Choice<PingpongArgs>>,
+    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(CASES), hide = CASES.is_empty())]
+    brk: Option<breakit::Choice<Args>>,
 }
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, bw, brk } = Cli::parse();
-    if let Some(choice) = brk { return breakit::main(choice, &CASES, &args); }
-    let size = args.buffer.size;
+    if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
     let role = args.role();
     error::main(|| {
         // ANCHOR: new_access
@@ -51,6 +54,7 @@ fn main() -> std::process::ExitCode {
         // ANCHOR_END: new_access
         let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;
+        let size = args.buffer.size;
         let mut mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE | remote_write)?;
         let q = create_qp(&dev, &pd, QpOptions {
             rx_depth: 1,

@@ -16,7 +16,8 @@ use std::process::Output;
 use common::{
     args, book_output, device, device_args, device_lock, redact_sections, run, run_pair, snapshots, stdout, tcp_port, Picks,
 };
-use rdma_dissect::breakit::{self, Case, Side};
+use rdma_dissect::breakit::{self, Case};
+use rdma_dissect::cli::Side;
 
 /// Both sides wait this long for a peer that never answers: the no-receive cases end
 /// with it, so it is short.
@@ -175,7 +176,30 @@ fn break_help_lists_the_cases() {
     }
 }
 
-/// Step 01 has no `--break`: its characteristic failures are bad input (a device, port or
+/// Steps without cases (01, 02, 08) take `--break` too, so that every step has one shape,
+/// but hide it from `--help`: `--break help` says there are none and where to look, and any
+/// case is refused by the flag parser with the same words.
+#[test]
+fn steps_without_cases_say_so() {
+    let no_cases = "this step has no --break cases";
+    for program in [
+        env!("CARGO_BIN_EXE_01_open_device"),
+        env!("CARGO_BIN_EXE_02_alloc_pd"),
+        env!("CARGO_BIN_EXE_08_poll_cq"),
+    ] {
+        let help = stdout(&run(program, &args(&["--help"])));
+        assert!(help.contains("Usage:") && !help.contains("--break"), "{program} --help:\n{help}");
+        let out = run(program, &args(&["--break", "help"]));
+        assert!(out.status.success(), "{program} --break help: {}", status(&out));
+        assert!(stdout(&out).starts_with(no_cases), "{program} --break help:\n{}", stdout(&out));
+        let out = run(program, &args(&["--break", "no-recv"]));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{program}: {err}");
+        assert!(err.contains(no_cases) && !err.contains("panicked"), "{program}: {err}");
+    }
+}
+
+/// Step 01 has no `--break` cases: its characteristic failures are bad input (a device, port or
 /// GID index that is not there — found on the device, not assumed). Their real output, for
 /// the book's 01 chapter.
 #[test]

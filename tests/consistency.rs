@@ -139,7 +139,8 @@ fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
 /// wants a literal, so these tests cannot loop over the list: each is checked against it.
 /// tests/steps.rs has one test per step, `single` or `pair` as its roles; tests/break_it.rs
 /// one per step with `--break` cases (a module of `src/breakit/`), and lists it in the
-/// `--break help` test.
+/// `--break help` test. A step names its cases (`const CASES`) from that module, or has none
+/// (`&[]`) and is then in the test of steps without cases.
 #[test]
 fn every_step_has_its_snapshot_and_break_it_tests() {
     fn body<'a>(text: &'a str, name: &str) -> Option<&'a str> {
@@ -150,6 +151,7 @@ fn every_step_has_its_snapshot_and_break_it_tests() {
     let break_it = read("tests/break_it.rs");
     let break_mods = read("src/breakit/mod.rs");
     let help = body(&break_it, "break_help_lists_the_cases").expect("tests/break_it.rs: fn break_help_lists_the_cases");
+    let no_cases = body(&break_it, "steps_without_cases_say_so").expect("tests/break_it.rs: fn steps_without_cases_say_so");
     for step in steps() {
         let (bin, stage) = (&step.bin, step.stage());
         let exe = format!("env!(\"CARGO_BIN_EXE_{bin}\")");
@@ -159,10 +161,15 @@ fn every_step_has_its_snapshot_and_break_it_tests() {
 
         let cases = format!("breakit::{stage}::CASES");
         let test = body(&break_it, &format!("break_{bin}"));
+        let source = read(format!("steps/{bin}.rs"));
         if !break_mods.contains(&format!("pub mod {stage};")) {
             assert!(test.is_none(), "tests/break_it.rs: break_{bin}(), but src/breakit has no {stage}");
+            assert!(source.contains("const CASES: &[Case<Args>] = &[];"), "steps/{bin}.rs: no src/breakit/{stage}.rs, so its CASES are &[]");
+            assert!(no_cases.contains(&exe), "tests/break_it.rs: steps_without_cases_say_so does not run {exe}");
             continue;
         }
+        let named = format!("const CASES: &[Case<Args>] = &{cases};");
+        assert!(source.contains(&named), "steps/{bin}.rs does not say {named}");
         let run = format!("{}(\"{bin}\", {exe}, &{cases})", if step.pair { "pair" } else { "alone" });
         let test = test.unwrap_or_else(|| panic!("tests/break_it.rs has no fn break_{bin}() for {cases}"));
         assert!(test.contains(&run), "tests/break_it.rs: break_{bin}() does not call {run}");

@@ -27,9 +27,8 @@ pub mod reg_mr;
 use std::process::ExitCode;
 use std::rc::Rc;
 
-use crate::cli::{DeviceArgs, MrArgs, PingpongArgs, QpArgs};
+use crate::cli::{DeviceArgs, Side, StepArgs};
 use crate::error::{self, Result};
-use crate::exchange::Role;
 use crate::stages::create_qp::{create_qp, QpOptions, Queues};
 use crate::stages::modify_qp_rtr::{local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};
@@ -37,54 +36,6 @@ use crate::stages::open_device::{open_device, Device};
 use crate::stages::{alloc_pd::alloc_pd, reg_mr::reg_mr};
 use crate::trace;
 use crate::verbs::{ibv_access_flags, ibv_qp_attr, Mr, Pd, Qp, IBV_MTU_1024};
-
-/// Which side of the connection makes a case's mistake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// A single-process step (03, 04).
-    Alone,
-    /// The side without a host argument.
-    Server,
-    /// The side with one.
-    Client,
-}
-
-impl Side {
-    fn name(self) -> &'static str {
-        match self {
-            Side::Alone => "this program",
-            Side::Server => "the server",
-            Side::Client => "the client",
-        }
-    }
-}
-
-/// The arguments a step's cases run with: they say which side this process plays.
-pub trait StepArgs: 'static {
-    /// The side this process plays.
-    fn side(&self) -> Side;
-}
-
-impl StepArgs for MrArgs {
-    fn side(&self) -> Side {
-        Side::Alone
-    }
-}
-
-impl StepArgs for QpArgs {
-    fn side(&self) -> Side {
-        Side::Alone
-    }
-}
-
-impl StepArgs for PingpongArgs {
-    fn side(&self) -> Side {
-        match self.role() {
-            Role::Server => Side::Server,
-            Role::Client { .. } => Side::Client,
-        }
-    }
-}
 
 /// One mistake, made on purpose.
 pub struct Case<A: 'static> {
@@ -131,6 +82,9 @@ pub fn parser<A: Send + Sync>(
             return Ok(Choice::Help);
         }
         cases.iter().find(|c| c.name == s).map(Choice::Case).ok_or_else(|| {
+            if cases.is_empty() {
+                return NO_CASES.to_string();
+            }
             let names: Vec<&str> = cases.iter().map(|c| c.name).collect();
             format!("no such case on this step; the cases are: {} (or help)", names.join(", "))
         })
@@ -177,7 +131,16 @@ fn side_key(side: Side) -> &'static str {
     }
 }
 
+/// What a step without cases (01, 02, 08) says to `--break`, which it takes, hidden, so that
+/// every step has the same shape.
+const NO_CASES: &str =
+    "this step has no --break cases; the \"Break it\" section of its chapter says why, and where its mistakes are shown";
+
 fn print_help<A: StepArgs>(cases: &[Case<A>]) {
+    if cases.is_empty() {
+        println!("{NO_CASES}");
+        return;
+    }
     let width = cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
     println!("Mistakes this step can make on purpose (--break CASE):");
     for case in cases {
