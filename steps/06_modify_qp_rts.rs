@@ -39,14 +39,15 @@ fn main() -> std::process::ExitCode {
         let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
         let local = local_dest(&dev, &q.qp);
-        // The closure connects our QP: the server runs it before it replies, the client
-        // once it has the reply (see exchange_dest).
-        exchange_dest(&args.peer(), &local, |remote| {
-            modify_qp_rtr(&q.qp, &dev, remote, args.mtu.to_ibv(), args.sl)?;
-            // ANCHOR: new
-            modify_qp_rts(&q.qp, local.psn)
-            // ANCHOR_END: new
-        })?;
+        let exchange = exchange_dest(&args.peer(), &local)?;
+        // Here the server has the client's address and owes it a reply: it connects its QP
+        // first, so the QP can receive by the time the client knows where to send. The
+        // client has the server's reply already.
+        modify_qp_rtr(&q.qp, &dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?;
+        // ANCHOR: new
+        modify_qp_rts(&q.qp, local.psn)?;
+        // ANCHOR_END: new
+        exchange.finish()?;
         Ok(())
     })
 }

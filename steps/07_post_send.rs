@@ -44,12 +44,13 @@ fn main() -> std::process::ExitCode {
         post_recv(&q.qp, &mr, size, 1)?;
         // ANCHOR_END: new
         let local = local_dest(&dev, &q.qp);
-        // The closure connects our QP: the server runs it before it replies, the client
-        // once it has the reply (see exchange_dest).
-        exchange_dest(&args.peer(), &local, |remote| {
-            modify_qp_rtr(&q.qp, &dev, remote, args.mtu.to_ibv(), args.sl)?;
-            modify_qp_rts(&q.qp, local.psn)
-        })?;
+        let exchange = exchange_dest(&args.peer(), &local)?;
+        // Here the server has the client's address and owes it a reply: it connects its QP
+        // first, so the QP can receive by the time the client knows where to send. The
+        // client has the server's reply already.
+        modify_qp_rtr(&q.qp, &dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?;
+        modify_qp_rts(&q.qp, local.psn)?;
+        exchange.finish()?;
         // ANCHOR: new_send
         send_each_way(&args.role(), &q.qp, &q.cq, &mut mr, size, q.send_flags, args.timeout())?;
         // ANCHOR_END: new_send

@@ -69,12 +69,13 @@ fn main() -> std::process::ExitCode {
             post_notice_recv(&q.qp, &mr)?;
         }
         let local = local_rdma_dest(&dev, &q.qp, &mr);
-        // The closure connects our QP: the server runs it before it replies, the client
-        // once it has the reply (see exchange_dest).
-        let remote = exchange_dest(&args.peer(), &local, |remote| {
-            modify_qp_rtr(&q.qp, &dev, &remote.dest, args.mtu.to_ibv(), args.sl)?;
-            modify_qp_rts(&q.qp, local.dest.psn)
-        })?;
+        let exchange = exchange_dest(&args.peer(), &local)?;
+        // Here the server has the client's address and owes it a reply: it connects its QP
+        // first, so the QP can receive by the time the client knows where to send. The
+        // client has the server's reply already.
+        modify_qp_rtr(&q.qp, &dev, &exchange.remote().dest, args.mtu.to_ibv(), args.sl)?;
+        modify_qp_rts(&q.qp, local.dest.psn)?;
+        let remote = exchange.finish()?;
         match role {
             Role::Client { .. } if bw => {
                 bandwidth(&q.qp, &q.cq, &mut mr, size, args.iters, &remote, q.send_flags)?

@@ -82,10 +82,12 @@ fn exchange_with(
     let opts = QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events);
     let s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
     let local = local_dest(&s.dev, &s.q.qp);
-    let remote = exchange_dest(&args.peer(), &local, |remote| match args.role() {
-        Role::Server => modify_qp_rtr(&s.q.qp, &s.dev, remote, args.mtu.to_ibv(), args.sl),
-        Role::Client { .. } => rtr(&s, remote),
-    })?;
+    let exchange = exchange_dest(&args.peer(), &local)?;
+    match args.role() {
+        Role::Server => modify_qp_rtr(&s.q.qp, &s.dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?,
+        Role::Client { .. } => rtr(&s, exchange.remote())?,
+    }
+    let remote = exchange.finish()?;
     Ok((s, local, remote))
 }
 

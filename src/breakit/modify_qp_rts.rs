@@ -50,13 +50,12 @@ fn rts_from_init(args: &PingpongArgs) -> Result<()> {
     let opts = QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events);
     let s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
     let local = local_dest(&s.dev, &s.q.qp);
-    exchange_dest(&args.peer(), &local, |remote| {
-        if args.role() == Role::Server {
-            modify_qp_rtr(&s.q.qp, &s.dev, remote, args.mtu.to_ibv(), args.sl)?;
-        }
-        modify_qp_rts(&s.q.qp, local.psn)
-    })
-    .map(drop)
+    let exchange = exchange_dest(&args.peer(), &local)?;
+    if args.role() == Role::Server {
+        modify_qp_rtr(&s.q.qp, &s.dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?;
+    }
+    modify_qp_rts(&s.q.qp, local.psn)?;
+    exchange.finish().map(drop)
 }
 
 fn wrong_sq_psn(args: &PingpongArgs) -> Result<()> {

@@ -70,13 +70,13 @@ pub(super) fn send_each_way_with(
         (Role::Client { .. }, _) => post_recv(&s.q.qp, &s.mr, size, 1)?,
     }
     let local = local_dest(&s.dev, &s.q.qp);
-    exchange_dest(&args.peer(), &local, |remote| {
-        modify_qp_rtr(&s.q.qp, &s.dev, remote, args.mtu.to_ibv(), args.sl)?;
-        match role {
-            Role::Server => modify_qp_rts(&s.q.qp, local.psn),
-            Role::Client { .. } => client_rts(&s.q.qp, local.psn),
-        }
-    })?;
+    let exchange = exchange_dest(&args.peer(), &local)?;
+    modify_qp_rtr(&s.q.qp, &s.dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?;
+    match role {
+        Role::Server => modify_qp_rts(&s.q.qp, local.psn)?,
+        Role::Client { .. } => client_rts(&s.q.qp, local.psn)?,
+    }
+    exchange.finish()?;
     send_each_way(&role, &s.q.qp, &s.q.cq, &mut s.mr, size, s.q.send_flags, args.timeout())
 }
 

@@ -94,10 +94,10 @@ fn write_with(
         post_notice_recv(&s.q.qp, &s.mr)?;
     }
     let local = local_rdma_dest(&s.dev, &s.q.qp, &s.mr);
-    let remote = exchange_dest(&args.peer(), &local, |remote| {
-        modify_qp_rtr(&s.q.qp, &s.dev, &remote.dest, args.mtu.to_ibv(), args.sl)?;
-        modify_qp_rts(&s.q.qp, local.dest.psn)
-    })?;
+    let exchange = exchange_dest(&args.peer(), &local)?;
+    modify_qp_rtr(&s.q.qp, &s.dev, &exchange.remote().dest, args.mtu.to_ibv(), args.sl)?;
+    modify_qp_rts(&s.q.qp, local.dest.psn)?;
+    let remote = exchange.finish()?;
     match role {
         Role::Client { .. } => {
             let remote = target(remote, s.mr.lkey());

@@ -53,35 +53,26 @@ pub fn local_dest(dev: &Device, qp: &Qp) -> Dest {
 }
 
 // ANCHOR: exchange
-/// Runs rc_pingpong's address exchange with `peer` and calls `connect` with the peer's
-/// address at the point where rc_pingpong connects its QP.
+/// Runs rc_pingpong's address exchange with `peer` up to the point where rc_pingpong
+/// connects its QP; [`Exchange::finish`] does the rest, once the caller has connected it.
 ///
-/// The server connects *before* replying (`pp_server_exch_dest` calls `pp_connect_ctx`), so
-/// by the time the client knows the server's address the server's QP can already receive.
-/// The client connects after the exchange, in `main`. `M` is [`Dest`] for steps 05–08 and
-/// [`crate::wire::RdmaDest`] for 09. Prints rc_pingpong's `local address:` and
-/// `remote address:` lines.
-pub fn exchange_dest<M: Message + std::fmt::Display>(
-    peer: &Peer,
-    local: &M,
-    connect: impl FnOnce(&M) -> Result<()>,
-) -> Result<M> {
+/// The two roles stop at different points, and the difference is the lesson. The server
+/// stops after reading the client's address, *before* it replies: it connects its QP first
+/// (`pp_server_exch_dest` calls `pp_connect_ctx` between its read and its write), so by
+/// the time the client knows the server's address the server's QP can receive. The client
+/// stops with the whole exchange behind it — its address sent, the server's read, `done`
+/// sent — and connects afterwards, as rc_pingpong's `main` does. `M` is [`Dest`] for steps
+/// 05–08 and [`crate::wire::RdmaDest`] for 09. Prints rc_pingpong's `local address:` line.
+pub fn exchange_dest<'a, M: Message + std::fmt::Display>(peer: &Peer, local: &'a M) -> Result<Exchange<'a, M>> {
     trace::line(format_args!("  local address:  {local}"));
     let port = peer.port;
-    let remote = match &peer.role {
+    match &peer.role {
         Role::Server => {
             let mut conn = Connection::accept(port, peer.timeout)?;
             trace::event("tcp accept").kv("port", port).emit();
             let remote: M = conn.recv()?;
             trace::event("tcp recv").kv("bytes", M::LEN).emit();
-            // ANCHOR: hole_server_connect HOLE: two statements: connect our QP to the peer (the `connect` callback) and reply with our address (`conn.send(local)`), in the order pp_server_exch_dest does them
-            connect(&remote)?;
-            conn.send(local)?;
-            // ANCHOR_END: hole_server_connect
-            trace::event("tcp send").kv("bytes", M::LEN).emit();
-            conn.recv_done()?;
-            trace::event("tcp recv").kv("done", "yes").emit();
-            remote
+            Ok(Exchange { remote, local, reply_to: Some(conn) })
         }
         Role::Client { host } => {
             let mut conn = Connection::connect(host, port, peer.timeout)?;
@@ -92,12 +83,42 @@ pub fn exchange_dest<M: Message + std::fmt::Display>(
             trace::event("tcp recv").kv("bytes", M::LEN).emit();
             conn.send_done()?;
             trace::event("tcp send").kv("done", "yes").emit();
-            connect(&remote)?;
-            remote
+            Ok(Exchange { remote, local, reply_to: None })
         }
-    };
-    trace::line(format_args!("  remote address: {remote}"));
-    Ok(remote)
+    }
+}
+
+/// An exchange stopped where rc_pingpong connects its QP: the peer's address, and on the
+/// server the reply it still owes the client.
+#[must_use = "the server has not replied yet: connect the QP, then call finish()"]
+pub struct Exchange<'a, M> {
+    remote: M,
+    local: &'a M,
+    /// The server's connection, until it has replied; the client's is closed already.
+    reply_to: Option<Connection>,
+}
+
+impl<M: Message + std::fmt::Display> Exchange<'_, M> {
+    /// The peer's address: what our QP connects to.
+    pub fn remote(&self) -> &M {
+        &self.remote
+    }
+
+    /// Ends the exchange, once our QP is connected: the server replies with our address and
+    /// waits for the client's `done`; the client has nothing left to do. Prints
+    /// rc_pingpong's `remote address:` line and returns the peer's address.
+    pub fn finish(self) -> Result<M> {
+        if let Some(mut conn) = self.reply_to {
+            // ANCHOR: hole_server_reply HOLE: the client waits for our reply: send it our address (`self.local`) on `conn`
+            conn.send(self.local)?;
+            // ANCHOR_END: hole_server_reply
+            trace::event("tcp send").kv("bytes", M::LEN).emit();
+            conn.recv_done()?;
+            trace::event("tcp recv").kv("done", "yes").emit();
+        }
+        trace::line(format_args!("  remote address: {}", self.remote));
+        Ok(self.remote)
+    }
 }
 // ANCHOR_END: exchange
 
