@@ -154,7 +154,7 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
     fill(
         &dir.join("05_modify_qp_rtr.rs"),
         &[
-            ("todo!(\"two statements", "connect(&remote)?; conn.send(local)?;"),
+            ("todo!(\"the client waits for our reply", "conn.send(self.local)?;"),
             ("dest_qp_num: todo!(", "dest_qp_num: remote.qpn,"),
             ("rq_psn: todo!(", "rq_psn: remote.psn,"),
             ("max_dest_rd_atomic: todo!(", "max_dest_rd_atomic: 1,"),
