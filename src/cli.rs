@@ -223,11 +223,6 @@ impl Mtu {
             Mtu::Mtu4096 => ibverbs_sys::IBV_MTU_4096,
         }
     }
-
-    /// Back from the verbs enum, e.g. to print a port's `active_mtu`.
-    pub fn from_ibv(mtu: ibverbs_sys::ibv_mtu) -> Option<Mtu> {
-        Mtu::ALL.into_iter().find(|m| m.to_ibv() == mtu)
-    }
 }
 
 impl Default for Mtu {
@@ -527,9 +522,8 @@ mod tests {
     }
 
     #[test]
-    fn mtu_round_trips_through_verbs() {
+    fn mtu_round_trips_through_its_text() {
         for m in Mtu::ALL {
-            assert_eq!(Mtu::from_ibv(m.into()), Some(m));
             assert_eq!(m.to_string().parse::<Mtu>(), Ok(m));
         }
         assert_eq!(Mtu::Mtu256.to_ibv(), 1);
