@@ -14,9 +14,9 @@
 //! | `04_create_qp`     | [`stages::create_qp`]     | (`ibv_create_comp_channel`), `ibv_create_cq`, `ibv_create_qp`, `ibv_query_qp`, `ibv_modify_qp` RESET→INIT |
 //! | `05_modify_qp_rtr` | [`stages::modify_qp_rtr`] | the TCP address exchange, `ibv_modify_qp` INIT→RTR |
 //! | `06_modify_qp_rts` | [`stages::modify_qp_rts`] | `ibv_modify_qp` RTR→RTS |
-//! | `07_post_send`     | [`stages::post_send`]     | `ibv_post_recv`, `ibv_post_send`, first completions |
-//! | `08_poll_cq`       | [`stages::poll_cq`]       | the ping-pong loop: `ibv_poll_cq`, CQ events, statistics |
-//! | `09_rdma_write`    | [`stages::rdma_write`]    | one-sided RDMA WRITE, WRITE WITH IMMEDIATE |
+//! | `07_post_send`     | [`stages::post_send`]     | `ibv_post_recv`, `ibv_post_send`, first completions (`ibv_poll_cq`) |
+//! | `08_poll_cq`       | [`stages::poll_cq`]       | the ping-pong loop: `ibv_poll_cq`; CQ events: `ibv_req_notify_cq`, `ibv_get_cq_event`, `ibv_ack_cq_events`; statistics |
+//! | `09_rdma_write`    | [`stages::rdma_write`]    | one-sided RDMA WRITE, WRITE WITH IMMEDIATE (`ibv_post_send` with another opcode) |
 //!
 //! # Layout
 //!

@@ -178,12 +178,16 @@ impl DeviceList {
     /// has no RDMA support at all); an empty list is *not* an error here.
     pub fn get() -> Result<Self> {
         let mut num = 0;
+        // ANCHOR: c_ibv_get_device_list
+        // C: struct ibv_device **ibv_get_device_list(int *num_devices);
+        // The array, or NULL with errno set.
         // SAFETY: `num` is a valid out-pointer; the returned array (NULL-terminated, `num`
         // entries) is owned by us until ibv_free_device_list.
         let list = unsafe { ffi::ibv_get_device_list(&mut num) };
         let Some(list) = NonNull::new(list) else {
             return Err(Error::verb("ibv_get_device_list", io::Error::last_os_error()));
         };
+        // ANCHOR_END: c_ibv_get_device_list
         let list = DeviceList { list, len: usize::try_from(num).unwrap_or(0) };
         trace::event("ibv_get_device_list").kv("num_devices", list.len).emit();
         Ok(list)
@@ -245,11 +249,15 @@ impl Context {
     /// closed.
     pub fn open(list: DeviceList, index: usize) -> Result<Rc<Self>> {
         let name = list.name(index);
+        // ANCHOR: c_ibv_open_device
+        // C: struct ibv_context *ibv_open_device(struct ibv_device *device);
+        // The context, or NULL with errno set.
         // SAFETY: device() is a valid device of a live list.
         let raw = unsafe { ffi::ibv_open_device(list.device(index)) };
         let raw = NonNull::new(raw).ok_or_else(|| {
             Error::verb(format!("ibv_open_device({name})"), io::Error::last_os_error())
         })?;
+        // ANCHOR_END: c_ibv_open_device
         trace::event("ibv_open_device").kv("device", &name).emit();
         Ok(Rc::new(Context { raw, name, _list: list }))
     }
@@ -295,15 +303,24 @@ impl Context {
     /// `ibv_query_device`: the device's limits and identity.
     pub fn query_device(&self) -> Result<ibv_device_attr> {
         let mut attr = ibv_device_attr::default();
+        // ANCHOR: c_ibv_query_device
+        // C: int ibv_query_device(struct ibv_context *context,
+        //                         struct ibv_device_attr *device_attr);
+        // 0, or the error number itself (errno is not the place to look).
         // SAFETY: raw is an open context and attr a valid out-pointer.
         let rc = unsafe { ffi::ibv_query_device(self.raw.as_ptr(), &mut attr) };
         check("ibv_query_device", rc)?;
+        // ANCHOR_END: c_ibv_query_device
         Ok(attr)
     }
 
     /// `ibv_query_port`: the state, LID, MTU and link layer of port `port` (1-based).
     pub fn query_port(&self, port: u8) -> Result<ibv_port_attr> {
         let mut attr = ibv_port_attr::default();
+        // ANCHOR: c_ibv_query_port
+        // C: int ibv_query_port(struct ibv_context *context, uint8_t port_num,
+        //                       struct _compat_ibv_port_attr *port_attr);
+        // 0, or the error number itself.
         // `ibv_query_port` is a macro in verbs.h around an inline that calls the exported
         // symbol with the smaller "compat" struct layout. That layout is a prefix of
         // ibv_port_attr (every field up to `flags`, `link_layer` included), and the library
@@ -313,6 +330,7 @@ impl Context {
             ffi::ibv_query_port(self.raw.as_ptr(), port, ptr::from_mut(&mut attr).cast())
         };
         check(&format!("ibv_query_port(port {port})"), rc)?;
+        // ANCHOR_END: c_ibv_query_port
         Ok(attr)
     }
 
@@ -329,6 +347,12 @@ impl Context {
             ));
         };
         let mut entry = ffi::ibv_gid_entry::default();
+        // ANCHOR: c_ibv_query_gid
+        // C: int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+        //                          uint32_t gid_index, struct ibv_gid_entry *entry,
+        //                          uint32_t flags, size_t entry_size);
+        // 0, or the error number itself (ENODATA for an empty slot). rc_pingpong calls
+        // ibv_query_gid, which returns 0 or -1 and may leave errno stale (see above).
         // SAFETY: raw is an open context and entry a valid out-pointer of the size passed.
         let rc = unsafe {
             ffi::_ibv_query_gid_ex(
@@ -350,6 +374,7 @@ impl Context {
                 io::Error::from_raw_os_error(rc),
             )),
         }
+        // ANCHOR_END: c_ibv_query_gid
     }
 }
 
@@ -420,11 +445,15 @@ pub struct CompChannel {
 impl CompChannel {
     /// `ibv_create_comp_channel`.
     pub fn create(ctx: &Rc<Context>) -> Result<Rc<Self>> {
+        // ANCHOR: c_ibv_create_comp_channel
+        // C: struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context);
+        // The channel, or NULL with errno set.
         // SAFETY: ctx is an open context.
         let raw = unsafe { ffi::ibv_create_comp_channel(ctx.raw.as_ptr()) };
         let raw = NonNull::new(raw).ok_or_else(|| {
             Error::verb("ibv_create_comp_channel", io::Error::last_os_error())
         })?;
+        // ANCHOR_END: c_ibv_create_comp_channel
         trace::event("ibv_create_comp_channel").emit();
         Ok(Rc::new(CompChannel { raw, _ctx: Rc::clone(ctx) }))
     }
@@ -437,11 +466,17 @@ impl CompChannel {
     pub fn get_cq_event(&self, cq: &Cq) -> Result<()> {
         let mut ev_cq = ptr::null_mut();
         let mut ev_ctx = ptr::null_mut();
+        // ANCHOR: c_ibv_get_cq_event
+        // C: int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
+        //                         void **cq_context);
+        // 0, or -1 with errno set: unlike its int-returning neighbours, this verb is a
+        // read(2) on the channel's fd underneath, and reports as read(2) does.
         // SAFETY: raw is a live channel and both out-pointers are valid.
         let rc = unsafe { ffi::ibv_get_cq_event(self.raw.as_ptr(), &mut ev_cq, &mut ev_ctx) };
         if rc != 0 {
             return Err(Error::verb("ibv_get_cq_event", io::Error::last_os_error()));
         }
+        // ANCHOR_END: c_ibv_get_cq_event
         if ev_cq != cq.raw.as_ptr() {
             return Err(Error::new("ibv_get_cq_event")
                 .cause("the event is for a CQ this program did not attach to the channel"));
@@ -601,10 +636,14 @@ pub struct Pd {
 impl Pd {
     /// `ibv_alloc_pd`.
     pub fn alloc(ctx: &Rc<Context>) -> Result<Rc<Self>> {
+        // ANCHOR: c_ibv_alloc_pd
+        // C: struct ibv_pd *ibv_alloc_pd(struct ibv_context *context);
+        // The PD, or NULL with errno set.
         // SAFETY: ctx is an open context.
         let raw = unsafe { ffi::ibv_alloc_pd(ctx.raw.as_ptr()) };
         let raw = NonNull::new(raw)
             .ok_or_else(|| Error::verb("ibv_alloc_pd", io::Error::last_os_error()))?;
+        // ANCHOR_END: c_ibv_alloc_pd
         let pd = Pd { raw, ctx: Rc::clone(ctx) };
         trace::event("ibv_alloc_pd").kv("pd.handle", pd.handle()).emit();
         Ok(Rc::new(pd))
@@ -734,6 +773,10 @@ impl Mr {
     pub fn reg(pd: &Rc<Pd>, mut buf: AlignedBuf, access: ffi::ibv_access_flags) -> Result<Self> {
         let len = buf.layout.size();
         let addr = buf.as_mut_slice().as_mut_ptr();
+        // ANCHOR: c_ibv_reg_mr
+        // C: struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+        //                              int access);
+        // The MR (its lkey and rkey inside), or NULL with errno set.
         // SAFETY: pd is live; addr..addr+len is a live allocation that the Mr keeps alive
         // (it owns `buf`) until after ibv_dereg_mr.
         let raw = unsafe { ffi::ibv_reg_mr(pd.raw.as_ptr(), addr.cast(), len, access.0 as i32) };
@@ -743,6 +786,7 @@ impl Mr {
                 io::Error::last_os_error(),
             )
         })?;
+        // ANCHOR_END: c_ibv_reg_mr
         let mr = Mr { raw, buf: ManuallyDrop::new(buf), _pd: Rc::clone(pd) };
         trace::event("ibv_reg_mr")
             .kv("addr", Hex64(mr.addr()))
@@ -859,6 +903,12 @@ impl Cq {
         comp_vector: i32,
     ) -> Result<Rc<Self>> {
         let ch = channel.map_or(ptr::null_mut(), |c| c.raw.as_ptr());
+        // ANCHOR: c_ibv_create_cq
+        // C: struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
+        //                                 void *cq_context,
+        //                                 struct ibv_comp_channel *channel,
+        //                                 int comp_vector);
+        // The CQ, or NULL with errno set.
         // SAFETY: ctx is open; ch is NULL or a live channel that the Cq keeps alive.
         let raw = unsafe {
             ffi::ibv_create_cq(ctx.raw.as_ptr(), cqe, ptr::null_mut(), ch, comp_vector)
@@ -866,6 +916,7 @@ impl Cq {
         let raw = NonNull::new(raw).ok_or_else(|| {
             Error::verb(format!("ibv_create_cq(cqe {cqe})"), io::Error::last_os_error())
         })?;
+        // ANCHOR_END: c_ibv_create_cq
         let cq = Cq { raw, unacked: Cell::new(0), _channel: channel.cloned(), _ctx: Rc::clone(ctx) };
         trace::event("ibv_create_cq")
             .kv("cqe", cqe)
@@ -893,8 +944,13 @@ impl Cq {
     #[inline]
     pub fn poll(&self, wc: &mut [ibv_wc]) -> Result<usize> {
         let n = i32::try_from(wc.len()).unwrap_or(i32::MAX);
-        // ibv_poll_cq is `static inline` in verbs.h: it calls the provider through the
-        // context's ops table, and so do we.
+        // ANCHOR: c_ibv_poll_cq
+        // C: static inline int ibv_poll_cq(struct ibv_cq *cq, int num_entries,
+        //                                  struct ibv_wc *wc);
+        // How many completions it moved into wc (0: none yet), or a negative number when
+        // polling itself failed. A failed *work request* is not a failed poll: it is a
+        // completion like any other, with a status other than IBV_WC_SUCCESS.
+        // The inline calls the provider through the context's ops table, and so do we.
         // SAFETY: raw is a live CQ whose context is open; wc has room for n entries.
         let ne = unsafe {
             let cq = self.raw.as_ptr();
@@ -904,6 +960,7 @@ impl Cq {
         usize::try_from(ne).map_err(|_| {
             Error::new(format!("ibv_poll_cq returned {ne}")).cause("the CQ is in error (overrun?)")
         })
+        // ANCHOR_END: c_ibv_poll_cq
     }
 
     /// `ibv_req_notify_cq`: arms the CQ so the next completion (the next *solicited* one if
@@ -911,6 +968,9 @@ impl Cq {
     /// each event.
     #[inline]
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        // ANCHOR: c_ibv_req_notify_cq
+        // C: static inline int ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+        // 0, or the error number itself.
         // SAFETY: as in poll; req_notify_cq is another static inline over the ops table.
         let rc = unsafe {
             let cq = self.raw.as_ptr();
@@ -918,6 +978,7 @@ impl Cq {
             notify(cq, i32::from(solicited_only))
         };
         check("ibv_req_notify_cq", rc)
+        // ANCHOR_END: c_ibv_req_notify_cq
     }
 
     /// `ibv_ack_cq_events(cq, n)` for every event received so far and not yet acked.
@@ -928,8 +989,12 @@ impl Cq {
     pub fn ack_events(&self) -> u32 {
         let n = self.unacked.replace(0);
         if n > 0 {
+            // ANCHOR: c_ibv_ack_cq_events
+            // C: void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
+            // Cannot fail; ibv_destroy_cq waits until every event has been acknowledged.
             // SAFETY: raw is a live CQ and n events were received and not yet acked.
             unsafe { ffi::ibv_ack_cq_events(self.raw.as_ptr(), n) };
+            // ANCHOR_END: c_ibv_ack_cq_events
         }
         n
     }
@@ -965,10 +1030,16 @@ impl Qp {
                 .cause("init_attr.send_cq/recv_cq must be the CQ passed to Qp::create"));
         }
         let asked = init_attr.cap;
+        // ANCHOR: c_ibv_create_qp
+        // C: struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+        //                                 struct ibv_qp_init_attr *qp_init_attr);
+        // The QP (in RESET), or NULL with errno set; qp_init_attr->cap is written back with
+        // the capacities granted.
         // SAFETY: pd is live, init_attr is valid and its CQs are `cq`, kept alive by the Qp.
         let raw = unsafe { ffi::ibv_create_qp(pd.raw.as_ptr(), &mut init_attr) };
         let raw = NonNull::new(raw)
             .ok_or_else(|| Error::verb("ibv_create_qp", io::Error::last_os_error()))?;
+        // ANCHOR_END: c_ibv_create_qp
         let qp = Qp {
             raw,
             state: Cell::new(IBV_QPS_RESET),
@@ -1004,11 +1075,16 @@ impl Qp {
     pub fn query_cap(&self) -> Result<ibv_qp_cap> {
         let mut attr = ibv_qp_attr::default();
         let mut init_attr = ibv_qp_init_attr::default();
+        // ANCHOR: c_ibv_query_qp
+        // C: int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+        //                     struct ibv_qp_init_attr *init_attr);
+        // 0, or the error number itself.
         // SAFETY: raw is live; both out-pointers are valid.
         let rc = unsafe {
             ffi::ibv_query_qp(self.raw.as_ptr(), &mut attr, IBV_QP_CAP.0 as i32, &mut init_attr)
         };
         check("ibv_query_qp(IBV_QP_CAP)", rc)?;
+        // ANCHOR_END: c_ibv_query_qp
         Ok(init_attr.cap)
     }
 
@@ -1019,6 +1095,10 @@ impl Qp {
         let from = self.state.get();
         names::trace_modify_qp(self.qp_num(), from, attr, mask);
         let mut attr = *attr;
+        // ANCHOR: c_ibv_modify_qp
+        // C: int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
+        // 0, or the error number itself (rc_pingpong prints neither: "Failed to modify QP
+        // to RTR"). On failure nothing is modified, the state included.
         // SAFETY: raw is live and attr a valid struct (the verb does not keep the pointer).
         let rc = unsafe { ffi::ibv_modify_qp(self.raw.as_ptr(), &mut attr, mask.0 as i32) };
         let to = if mask.0 & IBV_QP_STATE.0 != 0 { attr.qp_state } else { from };
@@ -1026,6 +1106,7 @@ impl Qp {
             &format!("ibv_modify_qp {}→{}", names::state_name(from), names::state_name(to)),
             rc,
         )?;
+        // ANCHOR_END: c_ibv_modify_qp
         self.state.set(to);
         Ok(())
     }
@@ -1040,7 +1121,13 @@ impl Qp {
     pub fn post_send(&self, wr: &mut ibv_send_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
         attach(wr, sg_list, mr, "ibv_post_send", "a gather entry lies outside its MR")?;
         let mut bad_wr = ptr::null_mut();
-        // ibv_post_send is `static inline` in verbs.h: a call through the ops table.
+        // ANCHOR: c_ibv_post_send
+        // C: static inline int ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+        //                                    struct ibv_send_wr **bad_wr);
+        // 0, or the error number itself, with *bad_wr set to the first WR of the list that
+        // was not posted (those before it were). An error here means the WR was refused at
+        // the door (a full queue, a bad opcode, too many SGEs); whether a posted WR worked
+        // is known only from its completion. The inline is a call through the ops table.
         // SAFETY: raw is live; wr is one valid WR whose gather entries lie in a registered
         // MR (checked by attach) that outlives the call; the verb reads them and keeps no
         // pointer into `wr` after returning.
@@ -1050,6 +1137,7 @@ impl Qp {
             post(qp, wr, &mut bad_wr)
         };
         check("ibv_post_send", rc)
+        // ANCHOR_END: c_ibv_post_send
     }
 
     /// `ibv_post_recv(qp, &wr, &bad_wr)` for one work request whose scatter list is
@@ -1059,6 +1147,10 @@ impl Qp {
     pub fn post_recv(&self, wr: &mut ibv_recv_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
         attach(wr, sg_list, mr, "ibv_post_recv", "a scatter entry lies outside its MR")?;
         let mut bad_wr = ptr::null_mut();
+        // ANCHOR: c_ibv_post_recv
+        // C: static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+        //                                    struct ibv_recv_wr **bad_wr);
+        // 0, or the error number itself with *bad_wr set, as for ibv_post_send.
         // SAFETY: as in post_send; ibv_post_recv is the same kind of static inline.
         let rc = unsafe {
             let qp = self.raw.as_ptr();
@@ -1066,6 +1158,7 @@ impl Qp {
             post(qp, wr, &mut bad_wr)
         };
         check("ibv_post_recv", rc)
+        // ANCHOR_END: c_ibv_post_recv
     }
 }
 
@@ -1100,7 +1193,9 @@ fn attach(wr: &mut impl WorkRequest, sg_list: &[ibv_sge], mr: &Mr, verb: &str, o
 impl Drop for Qp {
     fn drop(&mut self) {
         let qp_num = self.qp_num();
-        // SAFETY: raw is a live QP destroyed exactly once; outstanding WRs are flushed.
+        // SAFETY: raw is a live QP destroyed exactly once. Its outstanding WRs get no
+        // completions at all (the provider drops them): a caller that wants them back
+        // moves the QP to ERR and polls the flushes first.
         let rc = unsafe { ffi::ibv_destroy_qp(self.raw.as_ptr()) };
         report_destroy("ibv_destroy_qp", rc);
         trace::event("ibv_destroy_qp").kv("qp_num", Qpn(qp_num)).emit();

@@ -18,7 +18,10 @@
 //!   including `#fragment`s into the book's pages);
 //! - the SVG diagrams are well-formed XML with an `<svg>` root, and every one is used;
 //! - every `lab/...` command the book mentions exists, and the flag reference agrees with
-//!   `src/cli.rs`.
+//!   `src/cli.rs`;
+//! - every stage chapter shows the C verbs its stage calls (the `ibv_*` names of its row in
+//!   the crate doc's step table) from `src/verbs.rs`'s `c_*` anchors, and each anchor's
+//!   `// C:` prototype is the installed `<infiniband/verbs.h>`'s and is the call it holds.
 //!
 //! They need `mdbook` 0.5 on PATH (or in ~/.cargo/bin): `book/install-tools` installs it.
 
@@ -1244,6 +1247,89 @@ fn run_it_shows_what_each_stage_adds() {
                 "book/src/added/{name} is not current: RDMA_DISSECT_BOOK=write cargo test --test book added"
             );
             assert!(chapter.contains(&format!("{{{{#include added/{name}}}}}")), "{step}.md does not show added/{name}");
+        }
+    }
+}
+
+/// `s` with runs of white space folded to one space, and none after `(` or before `)`.
+fn fold_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ").replace("( ", "(").replace(" )", ")")
+}
+
+/// The `c_<verb>` anchors of `src/verbs.rs`: verb → (the `// C:` prototype, the body).
+fn c_anchors() -> BTreeMap<String, (String, Vec<String>)> {
+    let verbs = read(&root().join("src/verbs.rs"));
+    let mut out = BTreeMap::new();
+    for line in verbs.lines() {
+        let Some(name) = line.trim().strip_prefix("// ANCHOR: c_") else { continue };
+        let body = anchor_body(&verbs, &format!("c_{name}")).expect("anchor without its end");
+        // The prototype starts on a `// C: ` line and runs on over comment lines to its `;`.
+        let starts: Vec<usize> =
+            (0..body.len()).filter(|&i| body[i].trim().starts_with("// C: ")).collect();
+        assert_eq!(starts.len(), 1, "src/verbs.rs c_{name}: wants exactly one `// C: ` prototype");
+        let mut proto = String::new();
+        for l in &body[starts[0]..] {
+            let text = l.trim().trim_start_matches("// C: ").trim_start_matches("//").trim();
+            proto = format!("{proto} {text}");
+            if text.ends_with(';') {
+                break;
+            }
+        }
+        assert!(proto.ends_with(';'), "src/verbs.rs c_{name}: the prototype has no `;`");
+        out.insert(name.to_string(), (proto.trim().to_string(), body.clone()));
+    }
+    out
+}
+
+#[test]
+fn every_c_anchor_holds_the_header_prototype_and_its_call() {
+    let header = Path::new("/usr/include/infiniband/verbs.h");
+    let header = fs::read_to_string(header).unwrap_or_else(|e| {
+        panic!("{}: {e} — install libibverbs-dev (lab/setup does)", header.display())
+    });
+    let header = fold_ws(&header);
+    let anchors = c_anchors();
+    assert!(anchors.len() >= 15, "only {} c_ anchors in src/verbs.rs", anchors.len());
+    for (name, (proto, body)) in &anchors {
+        let proto = fold_ws(proto.trim_end_matches(';'));
+        assert!(header.contains(&proto), "c_{name}: `{proto}` is not a declaration in verbs.h");
+        let func = proto.split('(').next().unwrap().rsplit([' ', '*']).next().unwrap();
+        assert!(
+            func.trim_start_matches('_').starts_with(name.as_str()),
+            "c_{name}: its prototype declares `{func}`, another verb"
+        );
+        // An exported symbol is called as ffi::name(; a static inline through the ops table,
+        // as verbs.h's own body does.
+        let call = match proto.starts_with("static inline") {
+            true => format!("ops.{}", func.trim_start_matches("ibv_")),
+            false => format!("ffi::{func}("),
+        };
+        assert!(body.iter().any(|l| l.contains(&call)), "c_{name}: no `{call}` in the anchor");
+    }
+}
+
+#[test]
+fn every_stage_chapter_shows_its_c_calls() {
+    let lib = read(&root().join("src/lib.rs"));
+    let anchors = c_anchors();
+    for bin in bins() {
+        let row = lib
+            .lines()
+            .find(|l| l.starts_with(&format!("//! | `{bin}`")))
+            .unwrap_or_else(|| panic!("src/lib.rs: no row for {bin} in the step table"));
+        let verbs_col = row.rsplit('|').nth(1).unwrap();
+        let verbs: Vec<&str> = verbs_col
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|v| v.starts_with("ibv_"))
+            .collect();
+        assert!(!verbs.is_empty(), "src/lib.rs: {bin}'s row names no ibv_ verb");
+        let chapter = read(&book_src().join(format!("{bin}.md")));
+        for verb in verbs {
+            assert!(anchors.contains_key(verb), "src/verbs.rs has no c_{verb} anchor ({bin})");
+            let include = format!("{{{{#include ../../src/verbs.rs:c_{verb}}}}}");
+            assert!(chapter.contains(&include), "book/src/{bin}.md does not show {include}");
         }
     }
 }
