@@ -18,14 +18,35 @@ use crate::verbs::{
 /// a completion that it is waiting for (nothing it waits for is timed).
 pub const MAX_NAP: Duration = Duration::from_millis(32);
 
-/// Polls `cq` until a successful completion for each `wr_id` in `expected` has arrived,
-/// then traces them in that order (the order they arrive in can vary from run to run).
+/// A work request [`wait_for`] waits for: one of ours that sends (a SEND or an RDMA WRITE,
+/// which completes when the peer acknowledges it), or one of our receives (which completes
+/// when the peer's message lands in it). The two stay incomplete for different reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Awaited {
+    /// Our send with this `wr_id`.
+    Send(u64),
+    /// Our receive with this `wr_id`.
+    Recv(u64),
+}
+
+impl Awaited {
+    fn wr_id(self) -> u64 {
+        match self {
+            Awaited::Send(id) | Awaited::Recv(id) => id,
+        }
+    }
+}
+
+/// Polls `cq` until a successful completion for each work request in `expected` has
+/// arrived, then traces them in that order (the order they arrive in can vary from run to
+/// run).
 ///
-/// Gives up after `timeout`: a peer that never sends would otherwise leave us polling
+/// Gives up after `timeout`, naming what is still missing and why it can be: a peer that
+/// never sends, or a send the peer never acknowledges, would otherwise leave us polling
 /// forever. Between empty polls it naps, 1 ms at first and twice as long after each empty
 /// poll, up to [`MAX_NAP`]: unlike 08's timed loop, nothing here is measured, and a
 /// busy-polling waiter takes the CPU its peer needs.
-pub fn wait_for(cq: &Cq, expected: &[u64], timeout: Duration) -> Result<()> {
+pub fn wait_for(cq: &Cq, expected: &[Awaited], timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     let mut got: Vec<Option<ibv_wc>> = vec![None; expected.len()];
     let mut wc = [verbs::WC_ZERO; 2];
@@ -34,7 +55,7 @@ pub fn wait_for(cq: &Cq, expected: &[u64], timeout: Duration) -> Result<()> {
         let ne = cq.poll(&mut wc)?;
         for wc in &wc[..ne] {
             check_wc(wc)?;
-            match expected.iter().zip(got.iter_mut()).find(|(id, slot)| **id == wc.wr_id() && slot.is_none()) {
+            match expected.iter().zip(got.iter_mut()).find(|(w, slot)| w.wr_id() == wc.wr_id() && slot.is_none()) {
                 Some((_, slot)) => *slot = Some(*wc),
                 None => {
                     return Err(Error::new("ibv_poll_cq")
@@ -43,12 +64,11 @@ pub fn wait_for(cq: &Cq, expected: &[u64], timeout: Duration) -> Result<()> {
             }
         }
         if ne == 0 && Instant::now() > deadline {
+            let missing: Vec<Awaited> =
+                expected.iter().zip(&got).filter(|(_, slot)| slot.is_none()).map(|(w, _)| *w).collect();
             return Err(Error::new("ibv_poll_cq")
-                .cause(format!(
-                    "no completion within {} s: the peer sent nothing (did it fail? look at its output)",
-                    timeout.as_secs()
-                ))
-                .fix("start both sides; raise --timeout on a slow machine"));
+                .cause(timeout_cause(&missing, timeout))
+                .fix("read the peer's output first; start both sides; raise --timeout on a slow machine"));
         }
         if ne == 0 {
             // Nothing to do but wait: nap instead of spinning, so the CPU goes to the peer
@@ -65,6 +85,30 @@ pub fn wait_for(cq: &Cq, expected: &[u64], timeout: Duration) -> Result<()> {
         trace_wc(&wc);
     }
     Ok(())
+}
+
+/// Why the work requests in `missing` may still be incomplete after `timeout`: a send and a
+/// receive wait on different things, so each kind gets its own list of causes.
+fn timeout_cause(missing: &[Awaited], timeout: Duration) -> String {
+    let mut why = format!("no completion within {} s for", timeout.as_secs());
+    for (i, w) in missing.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ";" };
+        match w {
+            Awaited::Send(id) => why.push_str(&format!(
+                "{sep} our send (wr_id {id}): the peer has not acknowledged it. It is still being \
+                 retried: the peer has no receive posted (each try gets an RNR NAK, and with \
+                 rnr_retry = 7 they never run out), or its packets do not reach the peer (a path \
+                 MTU larger than the link, a wrong address or PSN, a peer that is gone)"
+            )),
+            Awaited::Recv(id) => why.push_str(&format!(
+                "{sep} our receive (wr_id {id}): nothing the peer sent has landed in it. The \
+                 peer may not have sent (it failed, and its output says why, or it is waiting \
+                 itself), or what it sent was lost or discarded on the way (packets larger than \
+                 the link, a PSN other than the one we expect)"
+            )),
+        }
+    }
+    why
 }
 
 /// A failed work completion becomes an explained error (`Failed status %s (%d) for wr_id %d`

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::exchange::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, explain_rtr, local_dest, modify_qp_rtr, rtr_attr, RTR_MASK};
-use crate::poll::wait_for;
+use crate::poll::{wait_for, Awaited::Send};
 use crate::stages::post_send::{post_send, PINGPONG_SEND_WRID};
 use crate::verbs::{ibv_qp_attr, ibv_qp_attr_mask, IBV_ACCESS_LOCAL_WRITE, IBV_QP_DEST_QPN};
 use crate::wire::Dest;
@@ -132,5 +132,5 @@ fn wrong_dest_qpn(args: &PingpongArgs) -> Result<()> {
     // RTR accepted the wrong number; the mistake shows only once something is sent.
     rts_with_retry_cnt(&s.q.qp, local.psn, 1)?;
     post_send(&s.q.qp, &s.mr, args.buffer.size, s.q.send_flags)?;
-    wait_for(&s.q.cq, &[PINGPONG_SEND_WRID], args.timeout())
+    wait_for(&s.q.cq, &[Send(PINGPONG_SEND_WRID)], args.timeout())
 }

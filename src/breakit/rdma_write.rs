@@ -58,8 +58,9 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
         summary: "the client writes -s bytes starting half way into the server's buffer",
         side: Side::Client,
         rule: "an rkey grants access to [addr, addr + length) of its MR and nothing else: a write\n\
-               whose range runs past the end is refused as a whole (remote access error), so no\n\
-               byte of it lands",
+               whose range runs past the end is refused (remote access error). What the target\n\
+               buffer then holds is undefined by the spec; rxe checks the whole range before it\n\
+               places a byte, so here none of it lands",
         code: "src/breakit/rdma_write.rs write_past_end: remote_addr = addr + size / 2; the correct\n\
                address is remote.addr (src/stages/rdma_write.rs rdma_write)",
         fix: "keep remote_addr + length within the range the target registered",

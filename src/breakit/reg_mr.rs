@@ -4,7 +4,7 @@ use super::{loopback, Case, Side, Stack};
 use crate::cli::MrArgs;
 use crate::error::Result;
 use crate::stages::create_qp::QpOptions;
-use crate::poll::wait_for;
+use crate::poll::{wait_for, Awaited::{Recv, Send}};
 use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use crate::verbs::{ibv_access_flags, IBV_ACCESS_REMOTE_WRITE};
@@ -49,7 +49,7 @@ fn recv_without_local_write(args: &MrArgs) -> Result<()> {
     loopback(&s)?;
     // Sending *from* the MR is fine without any flag: the HCA only reads it.
     post_send(&s.q.qp, &s.mr, SIZE, s.q.send_flags)?;
-    wait_for(&s.q.cq, &[PINGPONG_SEND_WRID, PINGPONG_RECV_WRID], std::time::Duration::from_secs(10))
+    wait_for(&s.q.cq, &[Send(PINGPONG_SEND_WRID), Recv(PINGPONG_RECV_WRID)], std::time::Duration::from_secs(10))
 }
 
 fn remote_write_without_local_write(args: &MrArgs) -> Result<()> {

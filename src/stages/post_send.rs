@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::exchange::Role;
-use crate::poll::wait_for;
+use crate::poll::{wait_for, Awaited::{Recv, Send}};
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::{ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, names, Cq, Mr, Qp, IBV_WR_SEND};
 
@@ -100,14 +100,14 @@ pub fn send_each_way(
         Role::Client { .. } => {
             stamp(mr, b"ping");
             post_send(qp, mr, size, send_flags)?;
-            wait_for(cq, &[PINGPONG_SEND_WRID, PINGPONG_RECV_WRID], timeout)?;
+            wait_for(cq, &[Send(PINGPONG_SEND_WRID), Recv(PINGPONG_RECV_WRID)], timeout)?;
         }
         Role::Server => {
-            wait_for(cq, &[PINGPONG_RECV_WRID], timeout)?;
+            wait_for(cq, &[Recv(PINGPONG_RECV_WRID)], timeout)?;
             show_received(mr, size);
             stamp(mr, b"pong");
             post_send(qp, mr, size, send_flags)?;
-            wait_for(cq, &[PINGPONG_SEND_WRID], timeout)?;
+            wait_for(cq, &[Send(PINGPONG_SEND_WRID)], timeout)?;
         }
     }
     if matches!(role, Role::Client { .. }) {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::stages::open_device::Device;
-use crate::poll::{check_wc, wait_for};
+use crate::poll::{check_wc, wait_for, Awaited::{Recv, Send}};
 use crate::stages::post_send::PINGPONG_RECV_WRID;
 use crate::stages::modify_qp_rtr::local_dest;
 use crate::trace::{self, Hex64, Key};
@@ -136,7 +136,7 @@ pub fn write_and_notify(
     fill_pattern(mr);
     rdma_write(qp, mr, size, remote, None, send_flags)?;
     rdma_write(qp, mr, 0, remote, Some(size), send_flags)?;
-    wait_for(cq, &[RDMA_WRITE_WRID, WRITE_IMM_WRID], timeout)
+    wait_for(cq, &[Send(RDMA_WRITE_WRID), Send(WRITE_IMM_WRID)], timeout)
 }
 
 /// Target: wait for the WRITE WITH IMMEDIATE's completion, then check that the first `size`
@@ -144,7 +144,7 @@ pub fn write_and_notify(
 /// The immediate is only the notice: in a single write it carries the byte count, in
 /// `--bw` the number of writes, and the target checks neither against it.
 pub fn await_notice_and_verify(cq: &Cq, mr: &Mr, size: u32, timeout: Duration) -> Result<()> {
-    wait_for(cq, &[PINGPONG_RECV_WRID], timeout)?;
+    wait_for(cq, &[Recv(PINGPONG_RECV_WRID)], timeout)?;
     verify(&mr.read(0, size as usize), size as usize)?;
     trace::event("verify").kv("bytes", size).kv("ok", "yes").emit();
     Ok(())
