@@ -130,7 +130,7 @@ pub fn wc_status_cause(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str
     use ibverbs_sys::ibv_wc_status::*;
     match status {
         IBV_WC_LOC_LEN_ERR => "local length error: the incoming message is larger than the posted receive buffer",
-        IBV_WC_LOC_QP_OP_ERR => "local QP operation error: the QP could not carry out a work request it had accepted (rxe reports this where the spec has a length or protection error: a receive too small, or in an MR without LOCAL_WRITE)",
+        IBV_WC_LOC_QP_OP_ERR => "local QP operation error: the QP could not carry out a work request it had accepted (rxe reports this where the spec has a length or protection error: a receive too small, a receive into an MR without LOCAL_WRITE, or a scatter/gather entry whose lkey names no MR)",
         IBV_WC_LOC_PROT_ERR => "local protection error: a scatter/gather entry is not inside an MR of the QP's PD with the needed access",
         IBV_WC_WR_FLUSH_ERR => "flushed: the QP went to the error state (an earlier error, or the peer went away), so outstanding WRs were cancelled",
         IBV_WC_REM_ACCESS_ERR => "remote access error: the peer's MR or QP does not allow this access, or the rkey/address range is wrong",
