@@ -1119,7 +1119,31 @@ impl Qp {
     /// so they must point at memory that is checked to be valid.
     #[inline]
     pub fn post_send(&self, wr: &mut ibv_send_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
-        attach(wr, sg_list, mr, "ibv_post_send", "a gather entry lies outside its MR")?;
+        attach(wr, sg_list, mr, Range::Whole, "ibv_post_send", "a gather entry lies outside its MR")?;
+        self.post_attached_send(wr)
+    }
+
+    /// [`Qp::post_send`] with the gather entries' keys and start addresses checked against
+    /// `mr`, but not where they end: the device checks that, as it does for any C program,
+    /// and an entry that runs past its MR fails the WR with `IBV_WC_LOC_PROT_ERR`. Sound
+    /// because the device reads the data by DMA through the MR's own translation, which
+    /// covers the registered pages and nothing else; an *inline* send, which the library
+    /// copies from `addr` itself at post time, is refused. Only `07_post_send --break
+    /// sge-past-mr` uses it, so the device can be seen doing the check.
+    pub fn post_send_unchecked_end(&self, wr: &mut ibv_send_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
+        if wr.send_flags & IBV_SEND_INLINE.0 != 0 {
+            return Err(Error::new("ibv_post_send").cause(
+                "an inline send is copied from its gather entries at post time, by the CPU: \
+                 an entry past its MR would be read past the buffer",
+            ));
+        }
+        attach(wr, sg_list, mr, Range::StartOnly, "ibv_post_send", "a gather entry starts outside its MR")?;
+        self.post_attached_send(wr)
+    }
+
+    /// `ibv_post_send` of `wr`, whose list [`attach`] has set.
+    #[inline]
+    fn post_attached_send(&self, wr: &mut ibv_send_wr) -> Result<()> {
         let mut bad_wr = ptr::null_mut();
         // ANCHOR: c_ibv_post_send
         // C: static inline int ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
@@ -1128,9 +1152,9 @@ impl Qp {
         // was not posted (those before it were). An error here means the WR was refused at
         // the door (a full queue, a bad opcode, too many SGEs); whether a posted WR worked
         // is known only from its completion. The inline is a call through the ops table.
-        // SAFETY: raw is live; wr is one valid WR whose gather entries lie in a registered
-        // MR (checked by attach) that outlives the call; the verb reads them and keeps no
-        // pointer into `wr` after returning.
+        // SAFETY: raw is live; wr is one valid WR (its list set by attach) whose gather
+        // entries lie in a registered MR (checked by attach) that outlives the call; the verb
+        // reads them and keeps no pointer into `wr` after returning.
         let rc = unsafe {
             let qp = self.raw.as_ptr();
             let post = (*(*qp).context).ops.post_send.expect("provider without post_send");
@@ -1145,7 +1169,7 @@ impl Qp {
     /// [`Qp::post_send`].
     #[inline]
     pub fn post_recv(&self, wr: &mut ibv_recv_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
-        attach(wr, sg_list, mr, "ibv_post_recv", "a scatter entry lies outside its MR")?;
+        attach(wr, sg_list, mr, Range::Whole, "ibv_post_recv", "a scatter entry lies outside its MR")?;
         let mut bad_wr = ptr::null_mut();
         // ANCHOR: c_ibv_post_recv
         // C: static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
@@ -1179,11 +1203,25 @@ impl WorkRequest for ibv_recv_wr {
     }
 }
 
-/// Points `wr` at `sg_list` (and at no next WR), after checking that every entry lies in
-/// `mr`: the pointers the verb will follow then point at registered memory.
+/// How much of each entry's range [`attach`] checks against its MR.
+#[derive(Clone, Copy, PartialEq)]
+enum Range {
+    /// All of it.
+    Whole,
+    /// Only that it starts inside (see [`Qp::post_send_unchecked_end`]).
+    StartOnly,
+}
+
+/// Points `wr` at `sg_list` (and at no next WR), after checking that every entry quotes
+/// `mr`'s lkey and lies in it (with [`Range::StartOnly`], starts in it): the pointers the
+/// verb will follow then point at registered memory.
 #[inline]
-fn attach(wr: &mut impl WorkRequest, sg_list: &[ibv_sge], mr: &Mr, verb: &str, outside: &str) -> Result<()> {
-    if !sg_list.iter().all(|sge| mr.covers(sge)) {
+fn attach(wr: &mut impl WorkRequest, sg_list: &[ibv_sge], mr: &Mr, range: Range, verb: &str, outside: &str) -> Result<()> {
+    let ok = |sge: &ibv_sge| match range {
+        Range::Whole => mr.covers(sge),
+        Range::StartOnly => mr.covers(&ibv_sge { length: 0, ..*sge }) && sge.addr < mr.addr() + mr.len() as u64,
+    };
+    if !sg_list.iter().all(ok) {
         return Err(Error::new(verb).cause(outside));
     }
     wr.set_list(sg_list.as_ptr().cast_mut(), sg_list.len() as i32);

@@ -7,11 +7,14 @@ use crate::exchange::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};
-use crate::stages::post_send::{post_recv, send_each_way};
-use crate::verbs::{ibv_qp_attr, Qp, IBV_ACCESS_LOCAL_WRITE};
+use crate::poll::{wait_for, Awaited::{Recv, Send}};
+use crate::stages::post_send::{
+    post_recv, send_each_way, stamp, trace_post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID,
+};
+use crate::verbs::{ibv_qp_attr, ibv_send_wr, ibv_sge, Qp, IBV_ACCESS_LOCAL_WRITE, IBV_SEND_INLINE, IBV_WR_SEND};
 
 /// The cases of `07_post_send --break`.
-pub static CASES: [Case<PingpongArgs>; 3] = [
+pub static CASES: [Case<PingpongArgs>; 4] = [
     Case {
         name: "no-recv",
         summary: "the server posts no receive; the client retries forever (rnr_retry = 7)",
@@ -50,6 +53,21 @@ pub static CASES: [Case<PingpongArgs>; 3] = [
         fix: "post receives at least as large as the largest message the peer sends (-s on both sides)",
         run: recv_too_small,
     },
+    Case {
+        name: "sge-past-mr",
+        summary: "the client's SEND gathers from half way into its MR, -s bytes: past its end (our post_send would refuse it)",
+        side: Side::Client,
+        rule: "every scatter/gather entry must lie inside the MR whose lkey it quotes. The device\n\
+               checks that when it reads the buffer, not ibv_post_send: the post succeeds and the\n\
+               WR completes with IBV_WC_LOC_PROT_ERR, which puts the QP in the error state (its\n\
+               receive is flushed). (A wrong lkey is the other local protection error; rxe\n\
+               reports that one as IBV_WC_LOC_QP_OP_ERR)",
+        code: "src/breakit/post_send.rs sge_past_mr: sge.addr = mr.addr() + size / 2, posted with\n\
+               Qp::post_send_unchecked_end; the correct entry is the first size bytes of the MR,\n\
+               in src/stages/post_send.rs post_send",
+        fix: "keep every entry within the MR it names (addr + length <= the MR's end)",
+        run: sge_past_mr,
+    },
 ];
 
 /// Step 07's flow with the mistakes of this step and of 06: the server's receive is
@@ -60,10 +78,22 @@ pub(super) fn send_each_way_with(
     server_recv: Option<u32>,
     client_rts: impl FnOnce(&Qp, u32) -> Result<()>,
 ) -> Result<()> {
+    let mut s = connect_with(args, server_recv, client_rts)?;
+    let size = args.buffer.size;
+    send_each_way(&args.role(), &s.q.qp, &s.q.cq, &mut s.mr, size, s.q.send_flags, args.timeout())
+}
+
+/// Stages 01–06 of step 07's flow, with the mistakes [`send_each_way_with`] takes: the
+/// connected stack, with the receive posted, ready to send.
+fn connect_with(
+    args: &PingpongArgs,
+    server_recv: Option<u32>,
+    client_rts: impl FnOnce(&Qp, u32) -> Result<()>,
+) -> Result<Stack> {
     let size = args.buffer.size;
     let role = args.role();
     let opts = QpOptions::pingpong(size, 1, args.queue.events);
-    let mut s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
+    let s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
     match (&role, server_recv) {
         (Role::Server, None) => {}
         (Role::Server, Some(len)) => post_recv(&s.q.qp, &s.mr, len, 1)?,
@@ -77,7 +107,7 @@ pub(super) fn send_each_way_with(
         Role::Client { .. } => client_rts(&s.q.qp, local.psn)?,
     }
     exchange.finish()?;
-    send_each_way(&role, &s.q.qp, &s.q.cq, &mut s.mr, size, s.q.send_flags, args.timeout())
+    Ok(s)
 }
 
 fn no_recv(args: &PingpongArgs) -> Result<()> {
@@ -91,4 +121,28 @@ fn no_recv_rnr_retry(args: &PingpongArgs) -> Result<()> {
 
 fn recv_too_small(args: &PingpongArgs) -> Result<()> {
     send_each_way_with(args, Some(args.buffer.size / 2), modify_qp_rts)
+}
+
+fn sge_past_mr(args: &PingpongArgs) -> Result<()> {
+    let size = args.buffer.size;
+    let mut s = connect_with(args, Some(size), modify_qp_rts)?;
+    let role = args.role();
+    if let Role::Server = role {
+        // The server runs step 07 unchanged: it waits for a ping that never comes.
+        return send_each_way(&role, &s.q.qp, &s.q.cq, &mut s.mr, size, s.q.send_flags, args.timeout());
+    }
+    stamp(&mut s.mr, b"ping");
+    // stage 07's post_send, with the gather entry starting half way into the MR. Not
+    // inline: an inline send is copied by the CPU at post time (post_send_unchecked_end
+    // refuses it), and only the device's DMA check is the lesson.
+    let list = ibv_sge { addr: s.mr.addr() + u64::from(size / 2), length: size, lkey: s.mr.lkey() };
+    let mut wr = ibv_send_wr {
+        wr_id: PINGPONG_SEND_WRID,
+        opcode: IBV_WR_SEND,
+        send_flags: s.q.send_flags.0 & !IBV_SEND_INLINE.0,
+        ..Default::default()
+    };
+    s.q.qp.post_send_unchecked_end(&mut wr, &[list], &s.mr)?;
+    trace_post_send(&wr, &list);
+    wait_for(&s.q.cq, &[Send(PINGPONG_SEND_WRID), Recv(PINGPONG_RECV_WRID)], args.timeout())
 }

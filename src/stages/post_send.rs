@@ -71,6 +71,13 @@ pub fn post_send(qp: &Qp, mr: &Mr, size: u32, send_flags: ibv_send_flags) -> Res
     // ANCHOR: hole_post_send HOLE: post the send work request `wr` with its one gather entry (ibv_post_send)
     qp.post_send(&mut wr, &[list], mr)?;
     // ANCHOR_END: hole_post_send
+    trace_post_send(&wr, &list);
+    Ok(())
+}
+// ANCHOR_END: stage
+
+/// The trace line of a posted SEND `wr` with its one gather entry `list`.
+pub fn trace_post_send(wr: &ibv_send_wr, list: &ibv_sge) {
     trace::event("ibv_post_send")
         .kv("wr_id", wr.wr_id)
         .kv("opcode", "IBV_WR_SEND")
@@ -79,9 +86,7 @@ pub fn post_send(qp: &Qp, mr: &Mr, size: u32, send_flags: ibv_send_flags) -> Res
         .kv("sge.lkey", Key(list.lkey))
         .kv("send_flags", names::SendFlags(wr.send_flags))
         .emit();
-    Ok(())
 }
-// ANCHOR_END: stage
 
 // ANCHOR: first
 /// One SEND each way: the client sends first; the server waits for it, answers with its
@@ -117,7 +122,8 @@ pub fn send_each_way(
 }
 // ANCHOR_END: first
 
-fn stamp(mr: &mut Mr, word: &[u8]) {
+/// Writes `word` at the start of `mr`'s buffer: the message a side sends.
+pub fn stamp(mr: &mut Mr, word: &[u8]) {
     mr.write(0, word);
 }
 
