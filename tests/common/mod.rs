@@ -260,7 +260,10 @@ fn parse_device_list(text: &str) -> Vec<String> {
 }
 
 /// `ibv_devinfo -v`'s `key: value` lines, and its `GID[  N]: gid, type` lines.
-fn parse_devinfo(text: &str) -> (BTreeMap<String, String>, Vec<(u32, String, String)>) {
+/// One GID table row of `ibv_devinfo -v`: index, GID, RoCE type.
+type GidRow = (u32, String, String);
+
+fn parse_devinfo(text: &str) -> (BTreeMap<String, String>, Vec<GidRow>) {
     let mut info = BTreeMap::new();
     let mut gids = Vec::new();
     for line in text.lines().map(str::trim) {
