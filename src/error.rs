@@ -115,14 +115,6 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// The TCP side channel's errors already say what happened and what to try; they become
-/// the cause of a failed "address exchange".
-impl From<crate::exchange::ExchangeError> for Error {
-    fn from(err: crate::exchange::ExchangeError) -> Self {
-        Error::new("the TCP address exchange").cause(err.to_string())
-    }
-}
-
 /// Continuation lines of a cause or fix line up under its first line.
 fn indent(text: &str) -> String {
     text.replace('\n', "\n         ")

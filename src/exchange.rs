@@ -335,6 +335,15 @@ pub enum ExchangeError {
     Io { peer: Option<SocketAddr>, op: &'static str, source: io::Error },
 }
 
+/// The TCP side channel's errors already say what happened and what to try; they become
+/// the cause of a failed "address exchange". (The impl lives here, not in `error`, so that
+/// the root error type imports nothing of the crate's.)
+impl From<ExchangeError> for crate::error::Error {
+    fn from(err: ExchangeError) -> Self {
+        crate::error::Error::new("the TCP address exchange").cause(err.to_string())
+    }
+}
+
 impl std::error::Error for ExchangeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {

@@ -831,8 +831,10 @@ impl Mr {
     /// A copy of `len` bytes of the region from `offset` (clamped to its end).
     ///
     /// The HCA writes the region by DMA when a receive or an incoming RDMA WRITE lands. What
-    /// a copy holds is meaningful after the completion (yours, or the peer's message) that
-    /// says the write is done: a work completion guarantees the data is placed in memory.
+    /// a copy holds is meaningful only after a completion on *this* side says the data is
+    /// there: the receive's own, or, for an RDMA WRITE into the region, that of a later
+    /// message on the same QP (an immediate). The writer's send completion is no such
+    /// promise to us: InfiniBand orders completions, not the placement of bytes.
     pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
         let start = offset.min(self.buf.layout.size());
         let len = len.min(self.buf.layout.size() - start);

@@ -231,3 +231,20 @@ fn unsafe_lives_only_in_the_verbs_layer_with_a_safety_comment() {
         }
     }
 }
+
+#[test]
+fn the_leaves_import_nothing_of_the_crate() {
+    // Layers point one way (steps → break-it → stages → verbs → (trace, error)): the trace
+    // formats and the root error type explains, and neither knows any other module.
+    for file in ["src/trace.rs", "src/error.rs"] {
+        let text = read(root().join(file));
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            assert!(
+                !code.contains("crate::"),
+                "{file}:{}: a leaf module uses the crate: {line}",
+                i + 1
+            );
+        }
+    }
+}

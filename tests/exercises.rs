@@ -11,7 +11,8 @@
 //!    section of the book to reread;
 //! 3. exercises filled in by hand: 06 filled in correctly (in a student's words, not the
 //!    reference's) passes; 05 with one wrong attribute value and 04 with one mask bit
-//!    missing fail, naming that attribute and that bit.
+//!    missing fail, naming that attribute and that bit; and `--junit` writes the three
+//!    verdicts as well-formed JUnit XML, each failure carrying its first difference.
 
 mod common;
 
@@ -188,7 +189,8 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
             ("// TODO(hole_init_mask)", "| IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS"),
         ],
     );
-    let (status, text) = lab("check", &["04", "05", "06"], &dir);
+    let junit = dir.join("junit.xml");
+    let (status, text) = lab("check", &["--junit", junit.to_str().unwrap(), "04", "05", "06"], &dir);
     assert_eq!(status, 1, "two wrong exercises passed:\n{text}");
     let r = report(&text, "06");
     assert!(r.contains("PASS 06: "), "a correctly filled-in 06 did not pass:\n{r}");
@@ -200,4 +202,23 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
     assert!(r.contains("FAIL 04: "), "{r}");
     assert!(r.contains("ibv_modify_qp") && r.contains("the mask lacks IBV_QP_PORT"), "04's report does not name the mask bit:\n{r}");
     assert!(r.contains("EINVAL"), "04's report does not show the device's answer:\n{r}");
+
+    // The same verdicts, as a grader reads them.
+    let xml = std::fs::read_to_string(&junit).unwrap_or_else(|e| panic!("{}: {e}\n{text}", junit.display()));
+    assert_eq!(common::check_xml(&xml), Ok("testsuites".to_string()), "not well-formed:\n{xml}");
+    assert!(xml.contains(r#"<testsuite name="lab/check" tests="3" failures="2" errors="0""#), "{xml}");
+    let case = |bin: &str| -> &str {
+        let start = xml.find(&format!(r#"<testcase classname="lab.check" name="{bin}""#)).unwrap_or_else(|| panic!("no {bin}:\n{xml}"));
+        let rest = &xml[start..];
+        let end = rest.find("/>\n").filter(|&i| !rest[..i].contains('>')).unwrap_or_else(|| rest.find("</testcase>").unwrap());
+        &rest[..end]
+    };
+    assert!(!case("06_modify_qp_rts").contains("<failure"), "06 passed, yet:\n{xml}");
+    let c05 = case("05_modify_qp_rtr");
+    let message = c05.split(r#"<failure message=""#).nth(1).and_then(|m| m.split('"').next()).unwrap_or("");
+    assert!(
+        message.contains("min_rnr_timer: expected 12, got 0"),
+        "05's failure message is not its first difference:\n{c05}"
+    );
+    assert!(case("04_create_qp").contains("the mask lacks IBV_QP_PORT"), "{xml}");
 }

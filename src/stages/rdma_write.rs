@@ -15,8 +15,10 @@
 //!
 //! **The notice.** `IBV_WR_RDMA_WRITE_WITH_IMM` writes (here: nothing) *and* consumes a
 //! receive on the target, completing it as `IBV_WC_RECV_RDMA_WITH_IMM` with 32 bits of
-//! immediate data. RC delivers in order, so when that completion appears, every earlier
-//! WRITE on the connection has been placed in memory: the target may read its buffer.
+//! immediate data. InfiniBand orders completions, not the placement of bytes: the bytes of
+//! a WRITE may land in any order, but when that completion appears at the target, every
+//! earlier WRITE on the connection has been placed in memory: the target may read its
+//! buffer.
 //!
 //! **Bandwidth mode (`--bw`).** The writer keeps up to [`TX_DEPTH`] writes in flight
 //! (perftest's default send queue depth), posts `-n` writes of `-s` bytes, the last one
