@@ -150,6 +150,44 @@ pub fn available_memory() -> Option<u64> {
     kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok().map(|kb| kb * 1024)
 }
 
+/// Explains an `ENOMEM` from `ibv_reg_mr` of `len` bytes. Registering pins the pages, and the
+/// kernel charges them to the process's locked-memory limit (`RLIMIT_MEMLOCK`, what
+/// `ulimit -l` shows) unless it has `CAP_IPC_LOCK`, as root does: the classic failure of a
+/// program that works as root and not as a student. With the limit in reach, it names the
+/// limit; otherwise the machine's memory.
+fn explain_pin_failure(err: Error, len: usize) -> Error {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: lim is a valid out-pointer for the one struct getrlimit writes.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
+    // Pages this process has pinned already (earlier MRs): /proc/self/status's VmPin.
+    let pinned = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmPin:")).map(str::to_string))
+        .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024);
+    let over_limit = rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY && pinned + len as u64 > lim.rlim_cur;
+    if over_limit {
+        err.cause(format!(
+            "registering pins the buffer's pages, and the kernel charges them to this process's \
+             locked-memory limit: {len} bytes (with {pinned} already pinned) exceed RLIMIT_MEMLOCK, \
+             {} KiB (`ulimit -l`). Root is exempt (CAP_IPC_LOCK), so the same run works as root",
+            lim.rlim_cur / 1024
+        ))
+        .fix(
+            "raise the limit for this account: `ulimit -l unlimited` in its shell (the hard limit \
+             must allow it), `USER - memlock unlimited` in /etc/security/limits.conf for logins, \
+             LimitMEMLOCK=infinity for a systemd service; or register less memory",
+        )
+    } else {
+        let available = available_memory().map_or("unknown".to_string(), |b| format!("{} MiB", b >> 20));
+        err.cause(format!(
+            "the kernel could not pin {len} bytes: the machine is short of memory (available: \
+             {available}), or the device cannot register that much (max_mr_size in step 01's trace)"
+        ))
+        .fix("register less memory, or free some on this machine")
+    }
+}
+
 /// `ibv_wc_status_str`: the library's name for a work completion status.
 pub fn wc_status_str(status: ffi::ibv_wc_status::Type) -> &'static str {
     // SAFETY: ibv_wc_status_str returns a pointer to a static string for any value
@@ -781,10 +819,10 @@ impl Mr {
         // (it owns `buf`) until after ibv_dereg_mr.
         let raw = unsafe { ffi::ibv_reg_mr(pd.raw.as_ptr(), addr.cast(), len, access.0 as i32) };
         let raw = NonNull::new(raw).ok_or_else(|| {
-            Error::verb(
-                format!("ibv_reg_mr(length {len}, {})", names::access_names(access.0)),
-                io::Error::last_os_error(),
-            )
+            let err = io::Error::last_os_error();
+            let enomem = err.raw_os_error() == Some(libc::ENOMEM);
+            let failed = Error::verb(format!("ibv_reg_mr(length {len}, {})", names::access_names(access.0)), err);
+            if enomem { explain_pin_failure(failed, len) } else { failed }
         })?;
         // ANCHOR_END: c_ibv_reg_mr
         let mr = Mr { raw, buf: ManuallyDrop::new(buf), _pd: Rc::clone(pd) };

@@ -301,6 +301,23 @@ fn size_larger_than_memory_can_register() {
 }
 
 #[test]
+fn registering_past_the_locked_memory_limit_names_the_limit() {
+    let _d = device_lock();
+    // A student is not root: ibv_reg_mr pins the buffer and the kernel charges it to
+    // RLIMIT_MEMLOCK, which root escapes (CAP_IPC_LOCK). So run 03 as nobody, with the old
+    // 64 KiB default limit, and register 1 MiB: ENOMEM, and the error must say it is the
+    // limit, and how to raise it.
+    // A copy in the temp dir: the project may lie under a directory nobody cannot enter.
+    let copy = std::env::temp_dir().join(format!("03_reg_mr-as-nobody-{}", std::process::id()));
+    std::fs::copy(S03, &copy).unwrap();
+    let program = format!("ulimit -l 64 && exec {} {} -s 1048576", copy.display(), dev_gid().join(" "));
+    let args = ["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", &program];
+    let end = run("setpriv", &args, PROMPT);
+    let _ = std::fs::remove_file(&copy);
+    assert_explained(&end, &["ibv_reg_mr(length 1048576", "ENOMEM", "RLIMIT_MEMLOCK, 64 KiB", "ulimit -l", "Root is exempt"]);
+}
+
+#[test]
 fn iters_0() {
     let _d = device_lock();
     let base = dev_gid();
