@@ -170,7 +170,7 @@ fn explain_pin_failure(err: Error, len: usize) -> Error {
         err.cause(format!(
             "registering pins the buffer's pages, and the kernel charges them to this process's \
              locked-memory limit: {len} bytes (with {pinned} already pinned) exceed RLIMIT_MEMLOCK, \
-             {} KiB (`ulimit -l`). Root is exempt (CAP_IPC_LOCK), so the same run works as root",
+             {} KiB (`ulimit -l`). A process with CAP_IPC_LOCK (root, normally) is exempt",
             lim.rlim_cur / 1024
         ))
         .fix(

@@ -314,7 +314,7 @@ fn registering_past_the_locked_memory_limit_names_the_limit() {
     let args = ["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", &program];
     let end = run("setpriv", &args, PROMPT);
     let _ = std::fs::remove_file(&copy);
-    assert_explained(&end, &["ibv_reg_mr(length 1048576", "ENOMEM", "RLIMIT_MEMLOCK, 64 KiB", "ulimit -l", "Root is exempt"]);
+    assert_explained(&end, &["ibv_reg_mr(length 1048576", "ENOMEM", "RLIMIT_MEMLOCK, 64 KiB", "ulimit -l", "CAP_IPC_LOCK (root, normally) is exempt"]);
 }
 
 #[test]
