@@ -93,103 +93,39 @@ pub fn prepare(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
 // ANCHOR_END: prepare
 
 // ANCHOR: stage
-/// The timed loop of `main`: the client sends first; both sides answer each receive with a
-/// send until `iters` messages went each way. Fails when no completion comes for
-/// `opts.timeout` (the peer died: see the module doc).
+/// The timed loop of `main`, wrapped in what runs around it: the `-c` pattern, the muted
+/// trace, the watchdog, the clock, and afterwards the acknowledged events and the check.
+/// Fails when no completion comes for `opts.timeout` (the peer died: see the module doc).
 pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> Result<Stats> {
     let client = matches!(role, Role::Client { .. });
     if client && opts.chk {
         mr.write(0, &pattern(mr.len()));
     }
-    let mut routs = opts.rx_depth;
-    let mut num_cq_events = 0u32;
-    let (mut rcnt, mut scnt) = (0u32, 0u32);
-    let mut wc = [verbs::WC_ZERO; 2];
-
+    let mut n = Counts::default();
     let mute = trace::mute();
-    let mut pending = PINGPONG_RECV_WRID;
-    if client {
-        post_send(&q.qp, mr, opts.size, q.send_flags)?;
-        pending |= PINGPONG_SEND_WRID;
-    }
-
     // The bound on a silent peer: a timer that fires when no completion came for
     // `opts.timeout` (see the module doc). In the loop it costs a store per completion.
     let dog = Watchdog::start(opts.timeout)?;
     let start = Instant::now();
-    // The loop is a closure so that, when the watchdog has fired, whatever error it ended
-    // with (the interrupted ibv_get_cq_event's EINTR) becomes the watchdog's explanation.
-    let mut exchange = || -> Result<()> {
-        while rcnt < opts.iters || scnt < opts.iters {
-            if let Some(channel) = &q.channel {
-                channel.get_cq_event(&q.cq)?;
-                num_cq_events += 1;
-                // ANCHOR: hole_rearm HOLE: with -e: arming is one-shot. What must happen before we poll, so no completion is missed?
-                q.cq.req_notify(false)?;
-                // ANCHOR_END: hole_rearm
-            }
-
-            let ne = loop {
-                // ANCHOR: hole_poll HOLE(usize): take up to two completions off the CQ without blocking (ibv_poll_cq): how many came
-                let ne = q.cq.poll(&mut wc)?;
-                // ANCHOR_END: hole_poll
-                if q.channel.is_some() || ne >= 1 {
-                    break ne;
-                }
-                // An empty poll: one load tells whether the watchdog gave up on the peer.
-                if dog.fired() {
-                    return Err(Error::new("ibv_poll_cq"));
-                }
-            };
-            dog.progress();
-
-            for wc in &wc[..ne] {
-                check_wc(wc)?;
-                match wc.wr_id() {
-                    PINGPONG_SEND_WRID => scnt += 1,
-                    PINGPONG_RECV_WRID => {
-                        routs -= 1;
-                        // ANCHOR: hole_refill HOLE: a receive was used up (routs counts those still posted): when at most one is left, post enough to have rx_depth again
-                        if routs <= 1 {
-                            post_recv(&q.qp, mr, opts.size, opts.rx_depth - routs)?;
-                            routs = opts.rx_depth;
-                        }
-                        // ANCHOR_END: hole_refill
-                        rcnt += 1;
-                    }
-                    other => {
-                        return Err(Error::new(format!("completion for unknown wr_id {other}")));
-                    }
-                }
-
-                // ANCHOR: hole_pending HOLE: this completion's wr_id is no longer awaited: clear its bit in `pending`
-                pending &= !wc.wr_id();
-                // ANCHOR_END: hole_pending
-                if scnt < opts.iters && pending == 0 {
-                    post_send(&q.qp, mr, opts.size, q.send_flags)?;
-                    pending = PINGPONG_RECV_WRID | PINGPONG_SEND_WRID;
-                }
-            }
-        }
-        Ok(())
-    };
-    let looped = exchange();
+    let looped = exchange(client, q, mr, opts, &dog, &mut n);
     let elapsed = start.elapsed();
     drop(mute);
     let fired = dog.fired();
     drop(dog);
     if let Err(err) = looped {
+        // When the watchdog has fired, whatever error the loop ended with (the interrupted
+        // ibv_get_cq_event's EINTR, or the empty poll that saw the flag) is its doing.
         if fired {
             let verb = if q.channel.is_some() { "ibv_get_cq_event" } else { "ibv_poll_cq" };
-            return Err(no_completion(verb, opts, scnt, rcnt));
+            return Err(no_completion(verb, opts, n.scnt, n.rcnt));
         }
         return Err(err);
     }
 
-    trace::event("ping-pong").kv("sends", scnt).kv("recvs", rcnt).emit();
+    trace::event("ping-pong").kv("sends", n.scnt).kv("recvs", n.rcnt).emit();
     if q.channel.is_some() {
         q.cq.ack_events();
-        trace::event("ibv_ack_cq_events").kv("nevents", num_cq_events).emit();
+        trace::event("ibv_ack_cq_events").kv("nevents", n.num_cq_events).emit();
     }
     if opts.chk {
         check_pattern(&mr.read(0, mr.len()))?;
@@ -197,6 +133,89 @@ pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> 
     }
     Ok(Stats { elapsed, size: opts.size, iters: opts.iters })
 }
+
+/// rc_pingpong's counters, kept by the caller so that a loop that failed can still say
+/// how far it got.
+#[derive(Default)]
+struct Counts {
+    scnt: u32,
+    rcnt: u32,
+    num_cq_events: u32,
+}
+
+// ANCHOR: loop
+/// The loop itself, verbs only: the client sends first; both sides answer each receive
+/// with a send until `iters` messages went each way.
+fn exchange(
+    client: bool,
+    q: &Queues,
+    mr: &Mr,
+    opts: PingpongOptions,
+    dog: &Watchdog,
+    n: &mut Counts,
+) -> Result<()> {
+    let mut routs = opts.rx_depth;
+    let mut wc = [verbs::WC_ZERO; 2];
+    let mut pending = PINGPONG_RECV_WRID;
+    if client {
+        post_send(&q.qp, mr, opts.size, q.send_flags)?;
+        pending |= PINGPONG_SEND_WRID;
+    }
+
+    while n.rcnt < opts.iters || n.scnt < opts.iters {
+        if let Some(channel) = &q.channel {
+            channel.get_cq_event(&q.cq)?;
+            n.num_cq_events += 1;
+            // ANCHOR: hole_rearm HOLE: with -e: arming is one-shot. What must happen before we poll, so no completion is missed?
+            q.cq.req_notify(false)?;
+            // ANCHOR_END: hole_rearm
+        }
+
+        let ne = loop {
+            // ANCHOR: hole_poll HOLE(usize): take up to two completions off the CQ without blocking (ibv_poll_cq): how many came
+            let ne = q.cq.poll(&mut wc)?;
+            // ANCHOR_END: hole_poll
+            if q.channel.is_some() || ne >= 1 {
+                break ne;
+            }
+            // An empty poll: one load tells whether the watchdog gave up on the peer.
+            if dog.fired() {
+                return Err(Error::new("ibv_poll_cq"));
+            }
+        };
+        dog.progress();
+
+        for wc in &wc[..ne] {
+            check_wc(wc)?;
+            match wc.wr_id() {
+                PINGPONG_SEND_WRID => n.scnt += 1,
+                PINGPONG_RECV_WRID => {
+                    routs -= 1;
+                    // ANCHOR: hole_refill HOLE: a receive was used up (routs counts those still posted): when at most one is left, post enough to have rx_depth again
+                    if routs <= 1 {
+                        post_recv(&q.qp, mr, opts.size, opts.rx_depth - routs)?;
+                        routs = opts.rx_depth;
+                    }
+                    // ANCHOR_END: hole_refill
+                    n.rcnt += 1;
+                }
+                other => {
+                    return Err(Error::new(format!("completion for unknown wr_id {other}")));
+                }
+            }
+
+            // ANCHOR: hole_pending HOLE: this completion's wr_id is no longer awaited: clear its bit in `pending`
+            pending &= !wc.wr_id();
+            // ANCHOR_END: hole_pending
+            if n.scnt < opts.iters && pending == 0 {
+                post_send(&q.qp, mr, opts.size, q.send_flags)?;
+                pending = PINGPONG_RECV_WRID | PINGPONG_SEND_WRID;
+            }
+        }
+    }
+    Ok(())
+}
+// ANCHOR_END: loop
 // ANCHOR_END: stage
 
 /// The watchdog's error: nothing completed for `opts.timeout` (see the module doc).
