@@ -120,6 +120,7 @@ impl Step {
         }
     }
 
+    #[allow(unsafe_code, reason = "kill(2) is a C call")]
     fn signal(&self, sig: libc::c_int) {
         let pid = self.child.id() as libc::pid_t;
         // SAFETY: kill(2) has no memory-safety preconditions; pid is our own child, not

@@ -164,6 +164,7 @@ extern "C" {
     fn inet_ntop(af: libc::c_int, src: *const libc::c_void, dst: *mut libc::c_char, size: libc::socklen_t) -> *const libc::c_char;
 }
 
+#[allow(unsafe_code, reason = "the oracle is libc's own inet_ntop, a C call")]
 fn libc_inet_ntop(gid: &[u8; 16]) -> String {
     let mut buf = [0 as libc::c_char; 64];
     // SAFETY: `gid` is 16 readable bytes (an in6_addr), `buf` is 64 writable bytes and we pass

@@ -20,6 +20,8 @@
 //! PROPTEST_CASES=1000000 cargo test --release --test wire_fuzz
 //! ```
 
+#![allow(unsafe_code, reason = "the oracle is rc_pingpong's own C, sscanf and snprintf from the real libc")]
+
 use proptest::prelude::*;
 use rdma_dissect::wire::{Dest, Done, Message, RdmaDest, WireError, MAX_24BIT};
 use std::ffi::{c_char, c_int, c_uint, CStr};
