@@ -63,21 +63,30 @@ lab_log() { [ "${verbose:-0}" = 1 ] && echo "lab: $*" >&2; return 0; }
 # those that run as one process (01–04) and LAB_STEPS_PAIR with those that run as a server
 # and a client (05–09). Arrays rather than lines to read back: set -e does not see a failure
 # inside `for step in $(…)` or `< <(…)`, and a list that could not be read must not pass for
-# an empty one.
+# an empty one. LAB_STEP_BASE maps a step to the one it is built on (the third column, else
+# the previous step), for the book's diffs.
 lab_steps() {
-    local list bin roles rest
+    local list bin roles base rest prev=
     list=$(dirname "${BASH_SOURCE[0]}")/../steps/list.txt
     if ! [ -r "$list" ]; then echo "lab: cannot read $list, the list of steps" >&2; return 1; fi
     LAB_STEPS=() LAB_STEPS_ALONE=() LAB_STEPS_PAIR=()
-    while read -r bin roles rest || [ -n "$bin" ]; do
+    declare -gA LAB_STEP_BASE=()
+    while read -r bin roles base rest || [ -n "$bin" ]; do
         case $bin in '' | '#'*) continue ;; esac
         case $roles in
             alone) LAB_STEPS_ALONE+=("$bin") ;;
             pair) LAB_STEPS_PAIR+=("$bin") ;;
             *) echo "lab: $list: step $bin: roles '$roles', not alone or pair" >&2; return 1 ;;
         esac
-        if [ -n "$rest" ]; then echo "lab: $list: step $bin: more than two columns" >&2; return 1; fi
+        if [ -n "$rest" ]; then echo "lab: $list: step $bin: more than three columns" >&2; return 1; fi
+        if [ -n "$base" ] && [[ " ${LAB_STEPS[*]} " != *" $base "* ]]; then
+            echo "lab: $list: step $bin: base '$base' is not a step listed before it" >&2
+            return 1
+        fi
+        [ -n "$base" ] || base=$prev
+        LAB_STEP_BASE[$bin]=$base
         LAB_STEPS+=("$bin")
+        prev=$bin
     done <"$list"
     if [ ${#LAB_STEPS[@]} = 0 ]; then echo "lab: $list lists no step" >&2; return 1; fi
 }

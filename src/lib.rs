@@ -3,8 +3,9 @@
 //! rdma-core's `libibverbs/examples/rc_pingpong.c` is the "hello world" of RDMA: two
 //! processes connect a pair of RC queue pairs and bounce a message back and forth. It is
 //! short, but every line matters, and the order of its calls *is* the verbs programming
-//! model. This crate rebuilds it in nine steps; step N runs stages 1..N and prints a trace
-//! of exactly what the verbs did.
+//! model. This crate rebuilds it in nine steps; step N runs stages 1..N (09 runs 1..06, then
+//! writes into the connected QP instead of ping-ponging) and prints a trace of exactly what
+//! the verbs did.
 //!
 //! | step binary (`steps/`) | stage module | verbs added |
 //! |---|---|---|

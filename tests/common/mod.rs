@@ -820,21 +820,27 @@ impl Step {
 pub fn steps() -> Vec<Step> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("steps/list.txt");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let steps: Vec<Step> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|line| {
-            let (bin, pair) = match line.split_whitespace().collect::<Vec<_>>()[..] {
-                [bin, "alone"] => (bin, false),
-                [bin, "pair"] => (bin, true),
-                _ => panic!("{}: `{line}`: want `NN_name alone` or `NN_name pair`", path.display()),
-            };
-            let numbered = bin.len() > 3 && bin[..2].bytes().all(|b| b.is_ascii_digit()) && bin.as_bytes()[2] == b'_';
-            assert!(numbered, "{}: `{bin}` is not named NN_name", path.display());
-            Step { bin: bin.to_string(), pair }
-        })
-        .collect();
+    let mut steps: Vec<Step> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        // The third column, the step a step is built on, is book/gen-diffs' (through
+        // lab_steps); here it only has to name a step listed before.
+        let (bin, roles, base) = match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [bin, roles] => (bin, roles, None),
+            [bin, roles, base] => (bin, roles, Some(base)),
+            _ => panic!("{}: `{line}`: want `NN_name alone|pair [BASE]`", path.display()),
+        };
+        let pair = match roles {
+            "alone" => false,
+            "pair" => true,
+            _ => panic!("{}: `{line}`: the roles are `alone` or `pair`", path.display()),
+        };
+        let numbered = bin.len() > 3 && bin[..2].bytes().all(|b| b.is_ascii_digit()) && bin.as_bytes()[2] == b'_';
+        assert!(numbered, "{}: `{bin}` is not named NN_name", path.display());
+        if let Some(base) = base {
+            assert!(steps.iter().any(|s| s.bin == base), "{}: `{line}`: base `{base}` is not a step listed before", path.display());
+        }
+        steps.push(Step { bin: bin.to_string(), pair });
+    }
     assert!(!steps.is_empty(), "{} lists no step", path.display());
     steps
 }
