@@ -1,0 +1,203 @@
+//! The headline table: ours against C per case, with the A/A control and a verdict.
+//!
+//! ours/C is the median of all ours runs of the kept rounds (all but the first) over the
+//! median of all C runs of those rounds. The A/A control is the same statistic with C
+//! against itself: for each of C's three positions in a round (ab1, aa1, aa2), the median of
+//! the runs at that position over the median of C's other runs. Each has as many runs as
+//! ours (and the other side twice as many, where ours/C's side has three times as many), so
+//! it is what an identical program would show at this number of rounds; the A/A resolution
+//! is the largest |ratio - 1| of the three. The run spread, (max - min) / median of all C
+//! runs, is the spread of single runs: shown for the reader, not used by the verdict.
+
+use std::fmt::Write;
+
+use super::{clock_name, median, num, Raw, Row};
+
+/// The targets on a clock: latency ours/C at most `lat`, bandwidth at least `bw`, and the
+/// A/A resolution that can tell a miss of that size.
+struct Targets {
+    lat: f64,
+    bw: f64,
+    resolution: f64,
+}
+
+impl Targets {
+    fn for_clock(icount: bool) -> Targets {
+        if icount {
+            Targets { lat: 1.005, bw: 0.995, resolution: 0.005 }
+        } else {
+            Targets { lat: 1.03, bw: 0.97, resolution: 0.03 }
+        }
+    }
+}
+
+/// One case's numbers.
+#[derive(Debug, PartialEq)]
+struct Case {
+    c: f64,
+    ours: f64,
+    resolution: f64,
+    spread: f64,
+}
+
+fn case(runs: &[&Row]) -> Case {
+    let med = |slots: &[&str]| {
+        median(&runs.iter().filter(|r| slots.contains(&r.slot.as_str())).map(|r| r.value).collect::<Vec<_>>())
+    };
+    let c = med(&["ab1", "aa1", "aa2"]);
+    let ours = med(&["ab2"]);
+    let resolution = [
+        med(&["ab1"]) / med(&["aa1", "aa2"]),
+        med(&["aa1"]) / med(&["ab1", "aa2"]),
+        med(&["aa2"]) / med(&["ab1", "aa1"]),
+    ]
+    .iter()
+    .map(|r| (r - 1.).abs())
+    .fold(0., f64::max);
+    let all: Vec<f64> = runs.iter().filter(|r| r.slot != "ab2").map(|r| r.value).collect();
+    let (lo, hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    Case { c, ours, resolution, spread: (hi - lo) / median(&all) }
+}
+
+/// The verdict: met only when the A/A resolution can see a miss of the target's size;
+/// missed only when the miss is larger than the resolution; otherwise inconclusive.
+fn verdict(bw: bool, ratio: f64, resolution: f64, t: &Targets) -> String {
+    let meets = if bw { ratio >= t.bw } else { ratio <= t.lat };
+    let target = if bw { format!(">= {}", num(t.bw)) } else { format!("<= {}", num(t.lat)) };
+    let margin = if bw { 1. - t.bw } else { t.lat - 1. };
+    if meets && resolution <= t.resolution {
+        format!("meets target ({target})")
+    } else if !meets && (ratio - 1.).abs() - margin > resolution {
+        format!("**misses target** ({target})")
+    } else {
+        format!("inconclusive: A/A resolution {:.2} % > {:.1} %", resolution * 100., t.resolution * 100.)
+    }
+}
+
+/// The Markdown table and its legend.
+pub fn render(raw: &Raw) -> Result<String, String> {
+    let icount = raw.icount();
+    let t = Targets::for_clock(icount);
+    // The cases in the order of their first kept run; the warm-up round is dropped.
+    let kept: Vec<&Row> = raw.rows.iter().filter(|r| r.round != 1).collect();
+    let mut order: Vec<(&str, &str)> = Vec::new();
+    for r in &kept {
+        if !order.contains(&(r.case.as_str(), r.size.as_str())) {
+            order.push((&r.case, &r.size));
+        }
+    }
+    if order.is_empty() {
+        return Err("no kept runs (every run is in round 1, the warm-up)".into());
+    }
+    let mut out = String::new();
+    out.push_str("| case | -s | -n | C median | ours median | ours/C | A/A resolution | C run spread | verdict |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    let mut rounds = 0;
+    for &(name, size) in &order {
+        let runs: Vec<&Row> = kept.iter().copied().filter(|r| r.case == name && r.size == size).collect();
+        let mut seen: Vec<u32> = runs.iter().map(|r| r.round).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        rounds = seen.len();
+        let n = case(&runs);
+        let ratio = n.ours / n.c;
+        let bw = name.starts_with("bw");
+        let unit = if bw { " MiB/s" } else { " us" };
+        let mode = match name {
+            "lat" => " (polling)",
+            "lat-e" => " (-e)",
+            _ => "",
+        };
+        writeln!(
+            out,
+            "| {name}{mode} | {size} | {} | {:.2}{unit} | {:.2}{unit} | {ratio:.4} | {:.2} % | {:.2} % | {} |",
+            runs[0].iters,
+            n.c,
+            n.ours,
+            n.resolution * 100.,
+            n.spread * 100.,
+            verdict(bw, ratio, n.resolution, &t)
+        )
+        .unwrap();
+    }
+    writeln!(
+        out,
+        "\nClock: {}. {rounds} kept rounds of C, ours, C, C per case (a warm-up round dropped) in one lab VM boot ({} s); host load average {} before, {} after; {}.",
+        clock_name(icount),
+        raw.meta("seconds").parse::<i64>().unwrap_or(0),
+        raw.meta("load_before"),
+        raw.meta("load_after"),
+        raw.meta("qemu")
+    )
+    .unwrap();
+    if icount {
+        out.push_str("Polling cases (lat) ran both tools with lab/yield_poll.c preloaded (an empty ibv_poll_cq yields the one vCPU).\n");
+    }
+    writeln!(
+        out,
+        "Latency: usec/iter (lower is better; target ours/C <= {}). Bandwidth: BW average in MiB/s (higher is better; target >= {}).",
+        num(t.lat),
+        num(t.bw)
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "ours/C: median of the {rounds} ours runs over the median of the {} C runs. A/A resolution: the same statistic for C against itself, each of its three positions in a round ({rounds} runs) over its other two ({} runs); the largest |ratio - 1| of the three. C run spread: (max - min) / median of single C runs, not used by the verdict.",
+        3 * rounds,
+        2 * rounds
+    )
+    .unwrap();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(slot: &str, round: u32, value: f64) -> Row {
+        let s = String::from;
+        Row { case: s("lat"), size: s("64"), iters: s("10"), round, slot: s(slot), value, rate: None }
+    }
+
+    #[test]
+    fn ratio_resolution_and_spread() {
+        // Two kept rounds: C at 10, 12, 10 and 12, 10, 12; ours at 11 and 11.
+        let rows = [
+            row("ab1", 2, 10.),
+            row("ab2", 2, 11.),
+            row("aa1", 2, 12.),
+            row("aa2", 2, 10.),
+            row("ab1", 3, 12.),
+            row("ab2", 3, 11.),
+            row("aa1", 3, 10.),
+            row("aa2", 3, 12.),
+        ];
+        let runs: Vec<&Row> = rows.iter().collect();
+        let n = case(&runs);
+        assert_eq!(n.c, 11.);
+        assert_eq!(n.ours, 11.);
+        // Every position's median is 11 (10 and 12), so is the others': no A/A difference.
+        assert_eq!(n.resolution, 0.);
+        assert!((n.spread - 2. / 11.).abs() < 1e-12);
+    }
+
+    #[test]
+    fn verdicts() {
+        let t = Targets::for_clock(true);
+        assert_eq!(verdict(false, 1.004, 0.003, &t), "meets target (<= 1.005)");
+        assert_eq!(verdict(false, 1.004, 0.006, &t), "inconclusive: A/A resolution 0.60 % > 0.5 %");
+        assert_eq!(verdict(false, 1.02, 0.003, &t), "**misses target** (<= 1.005)");
+        // A miss smaller than what the A/A control can see is no verdict.
+        assert_eq!(verdict(false, 1.007, 0.003, &t), "inconclusive: A/A resolution 0.30 % > 0.5 %");
+        assert_eq!(verdict(true, 0.99, 0.001, &t), "**misses target** (>= 0.995)");
+        assert_eq!(verdict(true, 1.0, 0.001, &t), "meets target (>= 0.995)");
+    }
+
+    #[test]
+    fn the_recorded_table_is_what_the_recorded_runs_give() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../book/src/bench");
+        let raw = Raw::parse(&std::fs::read_to_string(format!("{dir}/raw.tsv")).unwrap()).unwrap();
+        let recorded = std::fs::read_to_string(format!("{dir}/table.md")).unwrap();
+        assert_eq!(render(&raw).unwrap(), recorded, "book/src/bench/table.md is not what book/src/bench/raw.tsv gives");
+    }
+}
