@@ -69,8 +69,15 @@ fn verdict(bw: bool, ratio: f64, resolution: f64, t: &Targets) -> String {
         format!("meets target ({target})")
     } else if !meets && (ratio - 1.).abs() - margin > resolution {
         format!("**misses target** ({target})")
-    } else {
+    } else if resolution > t.resolution {
         format!("inconclusive: A/A resolution {:.2} % > {:.1} %", resolution * 100., t.resolution * 100.)
+    } else {
+        // A fine enough control, but the miss is smaller than it: this boot cannot tell.
+        format!(
+            "inconclusive: {:.2} % past the target, within the A/A resolution {:.2} %",
+            ((ratio - 1.).abs() - margin) * 100.,
+            resolution * 100.
+        )
     }
 }
 
@@ -188,7 +195,7 @@ mod tests {
         assert_eq!(verdict(false, 1.004, 0.006, &t), "inconclusive: A/A resolution 0.60 % > 0.5 %");
         assert_eq!(verdict(false, 1.02, 0.003, &t), "**misses target** (<= 1.005)");
         // A miss smaller than what the A/A control can see is no verdict.
-        assert_eq!(verdict(false, 1.007, 0.003, &t), "inconclusive: A/A resolution 0.30 % > 0.5 %");
+        assert_eq!(verdict(false, 1.007, 0.003, &t), "inconclusive: 0.20 % past the target, within the A/A resolution 0.30 %");
         assert_eq!(verdict(true, 0.99, 0.001, &t), "**misses target** (>= 0.995)");
         assert_eq!(verdict(true, 1.0, 0.001, &t), "meets target (>= 0.995)");
     }
