@@ -33,12 +33,11 @@
 //! **Grading** runs the student's binary in each of the step's runs (both roles for 05–09,
 //! against the C `ibv_rc_pingpong` for 05–08 and the reference 09 for 09), then the
 //! reference binary in the same runs, redacts both traces with the tests' own redaction
-//! (`tests/common`: what the device reports and what each run picks become placeholders),
+//! (`testkit`: what the device reports and what each run picks become placeholders),
 //! and reports the first line that differs in the terms of the trace: which verb, which
 //! attribute or mask bit, expected and got, and which section of the book to reread.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use testkit as common;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

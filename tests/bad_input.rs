@@ -12,7 +12,7 @@
 //! time (`device_lock`), because the dead-peer and Ctrl-C cases measure how long a process
 //! takes to go, and a busy-polling ping-pong needs both of the lab VM's vCPUs.
 
-mod common;
+use testkit as common;
 
 use common::device_lock;
 use std::io::{Read, Write};
@@ -180,7 +180,7 @@ fn assert_explained(end: &Ended, needles: &[&str]) {
     }
 }
 
-/// `-d <device> -i <port>`, the device every test uses (`tests/common`).
+/// `-d <device> -i <port>`, the device every test uses (`testkit`).
 fn device() -> Vec<String> {
     let dev = common::device();
     vec!["-d".into(), dev.name.clone(), "-i".into(), dev.port.to_string()]

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-mod common;
+use testkit as common;
 
 use common::check_xml;
 
@@ -421,7 +421,7 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
 
 /// The book shows real runs, the snapshots the same runs with placeholders: every
 /// `steps__`/`break_it__` snapshot has its real output in `book/src/output/`, written by
-/// the test that made the snapshot (`RDMA_DISSECT_BOOK=write`, see `tests/common`), and
+/// the test that made the snapshot (`RDMA_DISSECT_BOOK=write`, see `testkit`), and
 /// that output, redacted by the same code with the device it ran on (`output/device.txt`),
 /// *is* the snapshot. No output is left without a snapshot, and none shows a placeholder.
 #[test]

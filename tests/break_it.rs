@@ -9,7 +9,7 @@
 //! The cases come from the library's tables, so a new case is tested (and needs its
 //! snapshots) as soon as it exists.
 
-mod common;
+use testkit as common;
 
 use std::process::Output;
 

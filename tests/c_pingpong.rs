@@ -3,7 +3,7 @@
 //! `RDMA_IB_PORT`, `RDMA_GID_INDEX`: rxe0, port 1, GID index 1 in the lab VM). If this
 //! fails, the device is broken, not the steps.
 
-mod common;
+use testkit as common;
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

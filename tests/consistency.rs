@@ -5,7 +5,7 @@
 //! the per-step tests that need `env!("CARGO_BIN_EXE_<bin>")`) are checked against it.
 //! Runs on any host.
 
-mod common;
+use testkit as common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

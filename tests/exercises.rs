@@ -14,7 +14,7 @@
 //!    missing fail, naming that attribute and that bit; and `--junit` writes the three
 //!    verdicts as well-formed JUnit XML, each failure carrying its first difference.
 
-mod common;
+use testkit as common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

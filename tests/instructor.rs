@@ -9,7 +9,7 @@
 //! - the students' book links nowhere into the guide (it must hold no answers);
 //! - `mdbook build book/instructor` succeeds without a warning.
 
-mod common;
+use testkit as common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! finish and print rc_pingpong's statistics lines. Iteration counts stay modest (the lab
 //! VM emulates its CPU), except for one run with the defaults.
 
-mod common;
+use testkit as common;
 
 use common::{args, assert_ok, device_args, device_lock, run_pair, stdout, tcp_port};
 

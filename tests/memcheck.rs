@@ -6,7 +6,7 @@
 //! `lab/run cargo test --test memcheck`. Under the lab VM's emulated CPU it takes 4–7
 //! minutes (14 processes under valgrind); the script prints one line per process.
 
-mod common;
+use testkit as common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

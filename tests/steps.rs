@@ -1,7 +1,7 @@
 //! Snapshot tests: every step's trace on a real device, server and client for 05–09.
 //!
 //! They run the real binaries on the device, port and GID index of `RDMA_DEVICE`,
-//! `RDMA_IB_PORT` and `RDMA_GID_INDEX` (defaults in `tests/common`), and fail when there
+//! `RDMA_IB_PORT` and `RDMA_GID_INDEX` (defaults in `testkit`), and fail when there
 //! is no device: run them with `lab/test` or `lab/run cargo test`.
 //!
 //! A snapshot keeps what the program does — the verbs, their order, the arguments it
@@ -10,7 +10,7 @@
 //! each only where it is the device's own answer or the side's own value. The book's
 //! "Run it" listings are the real output behind each snapshot (`common::book_output`).
 
-mod common;
+use testkit as common;
 
 use common::{
     args, assert_ok, book_output, device, device_args, device_lock, redact, run, run_pair, snapshots, stdout,

@@ -10,9 +10,9 @@
 //! MTU above the link's, and a host that dies mid-run. Three break-it cases close the file,
 //! seen on the wire: an RNR NAK and its retry, a PSN sequence NAK, and a retransmission
 //! after the ACK timeout. tests/book.rs draws the book's ladder diagrams from these
-//! snapshots. Snapshots go through the shared redaction table (tests/common).
+//! snapshots. Snapshots go through the shared redaction table (testkit).
 
-mod common;
+use testkit as common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

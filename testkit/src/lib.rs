@@ -2,7 +2,6 @@
 //! step binaries with a bounded wait, server/client pairs, TCP ports no two tests share,
 //! the one redaction table for snapshots, and the book's real outputs.
 
-#![allow(dead_code)] // each test file uses a different subset
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -15,6 +14,11 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
+
+/// The project's directory (this crate is `testkit/` in it).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("testkit/ is inside the project").to_path_buf()
+}
 
 /// The filters of the tests that cannot ask the device: `tests/two_hosts.rs` runs on the
 /// host and boots two lab VMs. The device tests use [`redact`], which checks what it hides.
@@ -601,7 +605,7 @@ fn check_granted(text: &str) {
 
 /// Where the book keeps the real, unredacted output behind each snapshot.
 pub fn book_output_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/output")
+    root().join("book/src/output")
 }
 
 /// With `RDMA_DISSECT_BOOK=write`, keeps `raw` — what the snapshot `<test>__<name>` shows
@@ -818,7 +822,7 @@ impl Step {
 /// The steps, in order, from `steps/list.txt`. tests/consistency.rs checks that Cargo.toml's
 /// `[[bin]]`s, the `steps/*.rs` files and book/src/SUMMARY.md's chapters are this list.
 pub fn steps() -> Vec<Step> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("steps/list.txt");
+    let path = root().join("steps/list.txt");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut steps: Vec<Step> = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
