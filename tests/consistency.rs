@@ -1,8 +1,7 @@
 //! The steps are one ordered list, `steps/list.txt`, and everything hangs off it: each step
 //! has its `[[bin]]`, its `steps/` file with `// ANCHOR: new`, its stage module with
 //! `// ANCHOR: stage` and a C reference, its chapter, its snapshot files and its tests.
-//! The lists that cannot read the file (Cargo.toml, SUMMARY.md, the exercise tool's table,
-//! the per-step tests that need `env!("CARGO_BIN_EXE_<bin>")`) are checked against it.
+//! The lists that cannot read the file (Cargo.toml, SUMMARY.md, the per-step tests that need `env!("CARGO_BIN_EXE_<bin>")`) are checked against it.
 //! Runs on any host.
 
 use testkit as common;
@@ -66,8 +65,8 @@ fn every_step_has_its_bin_file_stage_and_snapshots() {
 }
 
 /// `steps/list.txt` is the one list of steps. What cannot read it says the same, in the same
-/// order: Cargo.toml's `[[bin]]`s, the files in steps/, SUMMARY.md's chapters, and the
-/// exercise tool's table (examples/exercise.rs, which adds how each step is checked).
+/// order: Cargo.toml's `[[bin]]`s, the files in steps/ and SUMMARY.md's chapters. (The
+/// exercise kit, xtask/src/exercise.rs, reads the list through testkit.)
 #[test]
 fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
     let steps = steps();
@@ -117,22 +116,6 @@ fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
         .filter(|c| c.len() > 3 && c.as_bytes()[..2].iter().all(u8::is_ascii_digit) && c.as_bytes()[2] == b'_')
         .collect();
     assert_eq!(chapters, list, "book/src/SUMMARY.md's step chapters are not steps/list.txt's steps, in order");
-
-    // `Step { nn: "NN", bin: "NN_name", stage: "name", peer: Peer::Alone (or another), ... }`
-    let field = |chunk: &str, name: &str| -> Option<String> {
-        Some(chunk.split_once(&format!("{name}: \""))?.1.split('"').next()?.to_string())
-    };
-    let table: Vec<(String, String, String, bool)> = read("examples/exercise.rs")
-        .split("Step {")
-        .skip(1)
-        .filter_map(|chunk| {
-            let chunk = chunk.split('}').next()?;
-            Some((field(chunk, "nn")?, field(chunk, "bin")?, field(chunk, "stage")?, !chunk.contains("Peer::Alone")))
-        })
-        .collect();
-    let want: Vec<(String, String, String, bool)> =
-        steps.iter().map(|s| (s.nn().to_string(), s.bin.clone(), s.stage().to_string(), s.pair)).collect();
-    assert_eq!(table, want, "examples/exercise.rs's STEPS (nn, bin, stage, two roles) are not steps/list.txt's steps, in order");
 }
 
 /// A test that runs one step's binary names it with `env!("CARGO_BIN_EXE_<bin>")`, which

@@ -3,6 +3,7 @@
 //! the reference.
 //!
 //! ```text
+//! cargo xtask exercise …   (lab/exercise and lab/check run the built binary, target/debug/xtask)
 //! exercise generate NN OUT           write step NN's exercise (its stage, holes as todo!())
 //! exercise holes NN                  list step NN's holes: name, line, hint
 //! exercise path NN                   print step NN's binary and stage file
@@ -59,48 +60,55 @@ enum Peer {
 
 /// One step's exercise: where its stage lives, how it is run, where the book explains it.
 struct Step {
-    nn: &'static str,
-    bin: &'static str,
-    stage: &'static str,
+    nn: String,
+    bin: String,
+    stage: String,
     peer: Peer,
     /// The argument sets it runs with (after the device's `-d -i -g`); each pair step runs
     /// each set twice, the student's program as the server and then as the client.
-    runs: &'static [&'static [&'static str]],
+    runs: Runs,
 }
 
-const STEPS: [Step; 9] = [
-    Step { nn: "01", bin: "01_open_device", stage: "open_device", peer: Peer::Alone, runs: &[&[]] },
-    Step { nn: "02", bin: "02_alloc_pd", stage: "alloc_pd", peer: Peer::Alone, runs: &[&[]] },
-    Step { nn: "03", bin: "03_reg_mr", stage: "reg_mr", peer: Peer::Alone, runs: &[&[], &["-s", "100"]] },
+/// Argument sets: one run (or, for a pair step, one run in each role) per set.
+type Runs = &'static [&'static [&'static str]];
+
+/// The argument sets of a step checked with the defaults alone.
+const DEFAULT_RUNS: Runs = &[&[]];
+
+/// The steps (steps/list.txt, through testkit) are checked with their defaults, a pair step
+/// against the C tool in both roles, except for what this table says: more argument sets,
+/// or another peer.
+const SPECIAL: [(&str, Option<Peer>, Runs); 4] = [
+    ("03_reg_mr", None, &[&[], &["-s", "100"]]),
     // -e: the completion channel; -s 16: a size that goes inline on rxe0 (max_inline_data 16).
-    Step { nn: "04", bin: "04_create_qp", stage: "create_qp", peer: Peer::Alone, runs: &[&[], &["-e", "-s", "16"]] },
-    Step { nn: "05", bin: "05_modify_qp_rtr", stage: "modify_qp_rtr", peer: Peer::C, runs: &[&[]] },
-    Step { nn: "06", bin: "06_modify_qp_rts", stage: "modify_qp_rts", peer: Peer::C, runs: &[&[]] },
-    Step { nn: "07", bin: "07_post_send", stage: "post_send", peer: Peer::C, runs: &[&[]] },
-    Step {
-        nn: "08",
-        bin: "08_poll_cq",
-        stage: "poll_cq",
-        peer: Peer::C,
-        // -r 8 makes the loop refill its receives; -e exercises the completion channel.
-        runs: &[&["-n", "100", "-r", "8"], &["-e", "-n", "100", "-r", "8"]],
-    },
-    Step { nn: "09", bin: "09_rdma_write", stage: "rdma_write", peer: Peer::Reference, runs: &[&[]] },
+    ("04_create_qp", None, &[&[], &["-e", "-s", "16"]]),
+    // -r 8 makes the loop refill its receives; -e exercises the completion channel.
+    ("08_poll_cq", None, &[&["-n", "100", "-r", "8"], &["-e", "-n", "100", "-r", "8"]]),
+    // Its address message is ours (78 bytes): the C tool cannot be its peer.
+    ("09_rdma_write", Some(Peer::Reference), DEFAULT_RUNS),
 ];
 
-fn step(nn: &str) -> Result<&'static Step, String> {
+fn step(nn: &str) -> Result<Step, String> {
     let nn = if nn.len() == 1 { format!("0{nn}") } else { nn.to_string() };
-    STEPS.iter().find(|s| s.nn == nn || s.bin == nn).ok_or_else(|| {
-        format!("no step `{nn}`: give a step number 01..09 (e.g. `05`)")
+    let listed = common::steps().into_iter().find(|s| s.nn() == nn || s.bin == nn);
+    let listed = listed.ok_or_else(|| format!("no step `{nn}`: give a step number 01..09 (e.g. `05`)"))?;
+    let special = SPECIAL.iter().find(|(bin, ..)| *bin == listed.bin);
+    let default_peer = if listed.pair { Peer::C } else { Peer::Alone };
+    Ok(Step {
+        nn: listed.nn().to_string(),
+        bin: listed.bin.clone(),
+        stage: listed.stage().to_string(),
+        peer: special.and_then(|s| s.1).unwrap_or(default_peer),
+        runs: special.map_or(DEFAULT_RUNS, |s| s.2),
     })
 }
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    common::root()
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// `exercise ARGS…`.
+pub fn main(args: &[String]) -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("generate") if args.len() == 3 => generate_cmd(&args[1], Path::new(&args[2])),
         Some("holes") if args.len() == 2 => holes_cmd(&args[1]),
@@ -270,13 +278,13 @@ fn generate(step: &Step) -> Result<String, String> {
 }
 
 fn generate_cmd(nn: &str, out: &Path) -> Result<(), String> {
-    let text = generate(step(nn)?)?;
+    let text = generate(&step(nn)?)?;
     std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))
 }
 
 fn holes_cmd(nn: &str) -> Result<(), String> {
     let step = step(nn)?;
-    let (rel, text) = stage_source(step)?;
+    let (rel, text) = stage_source(&step)?;
     for piece in parse(&text, &rel)? {
         if let Piece::Hole(h) = piece {
             println!("{}\t{rel}:{}\t{}", h.name, h.line, h.hint);
@@ -393,7 +401,7 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: S
     let ours = finish(ours_child, &ours_name, deadline);
     // Steps 05–07 end before rc_pingpong's ping-pong does: the C peer would wait forever
     // for messages that never come. It has done its part once ours has exited.
-    let peer_deadline = if c_peer && step.nn < "08" { Instant::now() + Duration::from_secs(1) } else { deadline };
+    let peer_deadline = if c_peer && step.nn.as_str() < "08" { Instant::now() + Duration::from_secs(1) } else { deadline };
     let peer = finish(peer_child, &peer_name, peer_deadline);
     let label = match side {
         Side::Server => format!("as the server, {peer_name} as the client{flags}"),
@@ -514,7 +522,7 @@ fn reread(step: &Step, what: &str) -> String {
             } else {
                 "What this stage does, and why"
             };
-            (step.bin, section)
+            (step.bin.as_str(), section)
         });
     format!("book chapter {} (book/src/{chapter}.md), section “{section}”", &chapter[..2])
 }
@@ -641,7 +649,7 @@ fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<St
     for (n, (t, r)) in theirs.iter().zip(&ours).enumerate() {
         let run = format!("run {} of {} ({}{})", n + 1, theirs.len(), "your step ", t.label);
         if let Some(why) = why_it_failed(&r.ours, step, "src/stages/").or_else(|| r.peer.as_ref().and_then(|p| {
-            if c_peer && step.nn < "08" { None } else { why_it_failed(p, step, "") }
+            if c_peer && step.nn.as_str() < "08" { None } else { why_it_failed(p, step, "") }
         })) {
             return Err(format!(
                 "the REFERENCE failed in {run}: the device or the lab is broken, not your code\n  {why}"
@@ -660,7 +668,7 @@ fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<St
         if let Some(why) = failed {
             return Err(format!("{run}: same trace as the reference, but {why}"));
         }
-        let peer_checked = !(c_peer && step.nn < "08");
+        let peer_checked = !(c_peer && step.nn.as_str() < "08");
         if let (Some(rp), Some(tp), true) = (&rp, &tp, peer_checked) {
             let peer = t.peer.as_ref().unwrap();
             if let Some(why) = why_it_failed(peer, step, "") {
@@ -680,7 +688,8 @@ fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<St
 
 fn grade_cmd(cases: &[String], results: Option<&Path>) -> ExitCode {
     common::require_device();
-    let reference_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+    // The reference steps are built beside this binary (target/debug/).
+    let reference_dir = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
     let mut failed = 0;
     for case in cases.chunks(3) {
         let (nn, program, source) = (&case[0], &case[1], &case[2]);
@@ -691,11 +700,11 @@ fn grade_cmd(cases: &[String], results: Option<&Path>) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        let reference = reference_dir.join(step.bin);
+        let reference = reference_dir.join(&step.bin);
         let dev = common::device();
         println!("== check {} ({source}) on {} port {} GID index {}", step.nn, dev.name, dev.port, dev.gid_index);
         let start = Instant::now();
-        let verdict = grade(step, program, &reference.to_string_lossy(), source);
+        let verdict = grade(&step, program, &reference.to_string_lossy(), source);
         let seconds = start.elapsed().as_secs_f64();
         match &verdict {
             Ok(summary) => println!("PASS {}: {summary} ({seconds:.1} s)", step.nn),
@@ -705,7 +714,7 @@ fn grade_cmd(cases: &[String], results: Option<&Path>) -> ExitCode {
             }
         }
         if let Some(file) = results {
-            if let Err(e) = append_result(file, step.nn, &verdict, seconds) {
+            if let Err(e) = append_result(file, &step.nn, &verdict, seconds) {
                 eprintln!("exercise: cannot write the verdict to {}: {e}", file.display());
                 return ExitCode::from(2);
             }
@@ -783,8 +792,8 @@ fn junit_xml(verdicts: &[Verdict]) -> String {
     let _ = writeln!(xml, "<testsuites name=\"lab/check\" {counts}>");
     let _ = writeln!(xml, "  <testsuite name=\"lab/check\" {counts}>");
     for v in verdicts {
-        let name = step(&v.nn).map_or(v.nn.as_str(), |s| s.bin);
-        let _ = write!(xml, "    <testcase classname=\"lab.check\" name=\"{}\" time=\"{:.3}\"", xml_escape(name), v.seconds);
+        let name = step(&v.nn).map_or(v.nn.clone(), |s| s.bin);
+        let _ = write!(xml, "    <testcase classname=\"lab.check\" name=\"{}\" time=\"{:.3}\"", xml_escape(&name), v.seconds);
         if v.passed {
             let _ = writeln!(xml, "/>");
         } else {
@@ -809,4 +818,28 @@ fn junit_cmd(out: &Path, results: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(results).map_err(|e| format!("{}: {e}", results.display()))?;
     let verdicts = parse_results(&text)?;
     std::fs::write(out, junit_xml(&verdicts)).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_special_steps_are_listed_steps() {
+        let listed: Vec<String> = common::steps().into_iter().map(|s| s.bin).collect();
+        for (bin, ..) in SPECIAL {
+            assert!(listed.iter().any(|l| l == bin), "SPECIAL names `{bin}`, which steps/list.txt does not list");
+        }
+    }
+
+    #[test]
+    fn steps_come_from_the_list() {
+        let s = step("5").unwrap();
+        assert_eq!((s.nn.as_str(), s.bin.as_str(), s.stage.as_str()), ("05", "05_modify_qp_rtr", "modify_qp_rtr"));
+        assert!(s.peer == Peer::C && s.runs == DEFAULT_RUNS);
+        assert!(step("01").unwrap().peer == Peer::Alone);
+        assert!(step("09_rdma_write").unwrap().peer == Peer::Reference);
+        assert_eq!(step("08").unwrap().runs.len(), 2);
+        assert!(step("10").err().unwrap().contains("no step `10`"));
+    }
 }
