@@ -132,13 +132,13 @@ pub fn wc_status_cause(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str
         IBV_WC_LOC_LEN_ERR => "local length error: the incoming message is larger than the posted receive buffer",
         IBV_WC_LOC_QP_OP_ERR => "local QP operation error: the QP could not carry out a work request it had accepted (rxe reports this where the spec has a length or protection error: a receive too small, a receive into an MR without LOCAL_WRITE, or a scatter/gather entry whose lkey names no MR)",
         IBV_WC_LOC_PROT_ERR => "local protection error: a scatter/gather entry is not inside an MR of the QP's PD with the needed access",
-        IBV_WC_WR_FLUSH_ERR => "flushed: the QP went to the error state (an earlier error, or the peer went away), so outstanding WRs were cancelled",
+        IBV_WC_WR_FLUSH_ERR => "flushed: this QP went to the error state (an earlier error on it, or a move to ERR), so its outstanding WRs were cancelled",
         IBV_WC_REM_ACCESS_ERR => "remote access error: the peer's MR or QP does not allow this access, or the rkey/address range is wrong",
         IBV_WC_REM_INV_REQ_ERR => "remote invalid request: the peer's QP does not accept this operation (e.g. no remote-write access) or the length is invalid",
         IBV_WC_REM_OP_ERR => "remote operation error: the peer could not complete the request (e.g. its receive buffer is too small)",
         IBV_WC_RETRY_EXC_ERR => "transport retry counter exceeded: the peer never acknowledged (wrong QPN/GID/PSN, or the peer's QP is gone)",
         IBV_WC_RNR_RETRY_EXC_ERR => "RNR retry counter exceeded: the peer had no receive posted, again and again",
-        _ => "see the work completion status reference (man ibv_poll_cq)",
+        _ => "see the book's work completion status reference (book/src/wc_status.md)",
     }
 }
 

@@ -257,8 +257,10 @@ pub fn explain_rtr(err: Error, dev: &Device, remote: &Dest) -> Error {
             .fix("pass the same kind of GID index on both sides, e.g. `-g 1` in the lab VM");
     }
     err.or_explain(
-        "one of the RTR attributes is out of range for this device or port: path_mtu above\n\
-         the port's active_mtu, a GID index past the table, or an invalid service level",
-        "check -m against active_mtu and -g against the GID table (01_open_device shows both)",
+        "one of the RTR attributes is out of range for this device or port: a GID index past\n\
+         the table, an invalid service level, or a path_mtu the provider refuses (rxe checks\n\
+         it against the port's max_mtu; some providers also refuse one above active_mtu,\n\
+         others accept it)",
+        "check -g against the GID table and -m against the port's MTUs (01_open_device shows both)",
     )
 }
