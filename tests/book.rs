@@ -20,7 +20,7 @@
 //! - every `lab/...` command the book mentions exists, and the flag reference agrees with
 //!   `src/cli.rs`;
 //! - every stage chapter shows the C verbs its stage calls (the `ibv_*` names of its row in
-//!   the crate doc's step table) from `src/verbs.rs`'s `c_*` anchors, and each anchor's
+//!   the crate doc's step table) from the `c_*` anchors of `src/verbs/`, and each anchor's
 //!   `// C:` prototype is the installed `<infiniband/verbs.h>`'s and is the call it holds.
 //!
 //! They need `mdbook` 0.5 on PATH (or in ~/.cargo/bin): `book/install-tools` installs it.
@@ -1121,27 +1121,45 @@ fn fold_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ").replace("( ", "(").replace(" )", ")")
 }
 
-/// The `c_<verb>` anchors of `src/verbs.rs`: verb → (the `// C:` prototype, the body).
-fn c_anchors() -> BTreeMap<String, (String, Vec<String>)> {
-    let verbs = read(&root().join("src/verbs.rs"));
+/// A `c_<verb>` anchor of the FFI layer: the file that holds it (`src/verbs/….rs`, relative
+/// to the root), the `// C:` prototype, and the anchor's body.
+struct CAnchor {
+    file: String,
+    proto: String,
+    body: Vec<String>,
+}
+
+/// The `c_<verb>` anchors of `src/verbs/`, by verb.
+fn c_anchors() -> BTreeMap<String, CAnchor> {
+    let mut files: Vec<PathBuf> = fs::read_dir(root().join("src/verbs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect();
+    files.sort();
     let mut out = BTreeMap::new();
-    for line in verbs.lines() {
-        let Some(name) = line.trim().strip_prefix("// ANCHOR: c_") else { continue };
-        let body = anchor_body(&verbs, &format!("c_{name}")).expect("anchor without its end");
-        // The prototype starts on a `// C: ` line and runs on over comment lines to its `;`.
-        let starts: Vec<usize> =
-            (0..body.len()).filter(|&i| body[i].trim().starts_with("// C: ")).collect();
-        assert_eq!(starts.len(), 1, "src/verbs.rs c_{name}: wants exactly one `// C: ` prototype");
-        let mut proto = String::new();
-        for l in &body[starts[0]..] {
-            let text = l.trim().trim_start_matches("// C: ").trim_start_matches("//").trim();
-            proto = format!("{proto} {text}");
-            if text.ends_with(';') {
-                break;
+    for path in files {
+        let file = path.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+        let verbs = read(&path);
+        for line in verbs.lines() {
+            let Some(name) = line.trim().strip_prefix("// ANCHOR: c_") else { continue };
+            let body = anchor_body(&verbs, &format!("c_{name}")).expect("anchor without its end");
+            // The prototype starts on a `// C: ` line and runs on over comment lines to its `;`.
+            let starts: Vec<usize> =
+                (0..body.len()).filter(|&i| body[i].trim().starts_with("// C: ")).collect();
+            assert_eq!(starts.len(), 1, "{file} c_{name}: wants exactly one `// C: ` prototype");
+            let mut proto = String::new();
+            for l in &body[starts[0]..] {
+                let text = l.trim().trim_start_matches("// C: ").trim_start_matches("//").trim();
+                proto = format!("{proto} {text}");
+                if text.ends_with(';') {
+                    break;
+                }
             }
+            assert!(proto.ends_with(';'), "{file} c_{name}: the prototype has no `;`");
+            let anchor = CAnchor { file: file.clone(), proto: proto.trim().to_string(), body };
+            assert!(out.insert(name.to_string(), anchor).is_none(), "c_{name}: two anchors of that name in src/verbs/");
         }
-        assert!(proto.ends_with(';'), "src/verbs.rs c_{name}: the prototype has no `;`");
-        out.insert(name.to_string(), (proto.trim().to_string(), body.clone()));
     }
     out
 }
@@ -1154,8 +1172,8 @@ fn every_c_anchor_holds_the_header_prototype_and_its_call() {
     });
     let header = fold_ws(&header);
     let anchors = c_anchors();
-    assert!(anchors.len() >= 15, "only {} c_ anchors in src/verbs.rs", anchors.len());
-    for (name, (proto, body)) in &anchors {
+    assert!(anchors.len() >= 15, "only {} c_ anchors in src/verbs/", anchors.len());
+    for (name, CAnchor { proto, body, .. }) in &anchors {
         let proto = fold_ws(proto.trim_end_matches(';'));
         assert!(header.contains(&proto), "c_{name}: `{proto}` is not a declaration in verbs.h");
         let func = proto.split('(').next().unwrap().rsplit([' ', '*']).next().unwrap();
@@ -1192,8 +1210,8 @@ fn every_stage_chapter_shows_its_c_calls() {
         assert!(!verbs.is_empty(), "src/lib.rs: {bin}'s row names no ibv_ verb");
         let chapter = read(&book_src().join(format!("{bin}.md")));
         for verb in verbs {
-            assert!(anchors.contains_key(verb), "src/verbs.rs has no c_{verb} anchor ({bin})");
-            let include = format!("{{{{#include ../../src/verbs.rs:c_{verb}}}}}");
+            let anchor = anchors.get(verb).unwrap_or_else(|| panic!("src/verbs/ has no c_{verb} anchor ({bin})"));
+            let include = format!("{{{{#include ../../{}:c_{verb}}}}}", anchor.file);
             assert!(chapter.contains(&include), "book/src/{bin}.md does not show {include}");
         }
     }

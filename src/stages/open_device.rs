@@ -76,7 +76,7 @@ pub fn open_device(args: &DeviceChoice) -> Result<Device> {
             .ok_or_else(|| unknown_device(name, &dev_list))?,
     };
 
-    // ANCHOR: hole_open_device HOLE(Rc<Context>): open entry `index` of `dev_list` (ibv_open_device; `Context` in src/verbs.rs takes the list and the index)
+    // ANCHOR: hole_open_device HOLE(Rc<Context>): open entry `index` of `dev_list` (ibv_open_device; `Context` in src/verbs/device.rs takes the list and the index)
     let ctx = Context::open(dev_list, index)?;
     // ANCHOR_END: hole_open_device
 
