@@ -128,7 +128,9 @@ pub struct AlignedBuf {
 }
 
 impl AlignedBuf {
-    /// Allocates `len` zeroed bytes aligned to `align` (a power of two).
+    /// Allocates `len` zeroed bytes aligned to `align` (a power of two). What the size
+    /// should be is the caller's to say: `stages::reg_mr` refuses one larger than memory,
+    /// with advice about the flag that set it.
     pub fn new(align: usize, len: usize) -> Result<Self> {
         let layout = Layout::from_size_align(len, align)
             .ok()
@@ -136,38 +138,14 @@ impl AlignedBuf {
             .ok_or_else(|| {
                 Error::new(format!("allocating a {len}-byte buffer"))
                     .cause("the size must be at least 1 byte (and fit in memory)")
-                    .fix("pass a positive -s/--size")
+                    .fix("allocate at least 1 byte")
             })?;
-        // The buffer will be registered, and registration pins every page in RAM, where it
-        // cannot be swapped out. Refuse a buffer larger than the memory there is, or than
-        // what is available right now, before allocating it: the allocation itself may well
-        // succeed (Linux overcommits), and then filling and pinning it brings in the OOM
-        // killer, which ends the process (or another one) with no message at all.
-        let too_big = |cause: String| {
-            Error::new(format!("allocating a {len}-byte buffer"))
-                .cause(cause)
-                .fix("use a smaller -s/--size (rc_pingpong's default is 4096)")
-        };
-        let len64 = len as u64;
-        if let Some(phys) = physical_memory().filter(|&phys| len64 > phys) {
-            return Err(too_big(format!(
-                "that is more than this machine's memory ({phys} bytes): ibv_reg_mr pins every \
-                 page of the buffer in RAM, so it could never be registered"
-            )));
-        }
-        if let Some(avail) = available_memory().filter(|&avail| len64 > avail) {
-            return Err(too_big(format!(
-                "that is more than the memory available now (MemAvailable in /proc/meminfo: \
-                 {avail} bytes): ibv_reg_mr pins every page of the buffer in RAM, where it cannot \
-                 be swapped out, so the kernel would have to kill a process to make room"
-            )));
-        }
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).ok_or_else(|| {
             Error::new(format!("allocating a {len}-byte buffer"))
                 .cause("out of memory: the system would not give this process that many bytes")
-                .fix("use a smaller -s/--size (rc_pingpong's default is 4096)")
+                .fix("allocate fewer bytes")
         })?;
         Ok(AlignedBuf { ptr, layout })
     }
