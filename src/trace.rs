@@ -203,7 +203,7 @@ impl Display for Hex64 {
 // (`::a.b.c.d`) glibc prints dotted quad and std does not, and our trace lines must match
 // rc_pingpong's. Otherwise the rules agree (RFC 5952: longest run of ≥2 zero groups becomes
 // `::`, leftmost on a tie; `::ffff:a.b.c.d` for IPv4-mapped, which is what RoCE v2 uses for
-// an IPv4 netdev). `tests/wire.rs` compares it with libc's `inet_ntop`.
+// an IPv4 netdev). `tests/no_device/wire.rs` compares it with libc's `inet_ntop`.
 impl Display for Gid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let gid = &self.0;

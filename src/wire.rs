@@ -31,7 +31,7 @@
 //!
 //! The C side reads with `sscanf(msg, "%x:%x:%x:%s", ...)` then `wire_gid_to_gid`. For every
 //! message the C writer can produce (fixed widths, lowercase hex, NUL at byte 51) we decode
-//! exactly the values `sscanf` does; `tests/wire_fuzz.rs` checks this against the real libc
+//! exactly the values `sscanf` does; `tests/no_device/wire_fuzz.rs` checks this against the real libc
 //! `sscanf` over ≥10⁶ generated messages. `sscanf`'s `%x` also accepts upper-case digits, so do
 //! we. Beyond that `sscanf` is famously lax — it skips leading white space, takes a `+`/`-`
 //! sign and a `0x` prefix, accepts fields of any width, ignores everything after the GID, and

@@ -20,7 +20,7 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("testkit/ is inside the project").to_path_buf()
 }
 
-/// The filters of the tests that cannot ask the device: `tests/two_hosts.rs` runs on the
+/// The filters of the tests that cannot ask the device: `tests/host_vms/two_hosts.rs` runs on the
 /// host and boots two lab VMs. The device tests use [`redact`], which checks what it hides.
 pub const FILTERS: &[(&str, &str)] = &[
     (r"\b(qp_num|dest_qp_num)=0x[0-9a-f]{6}", "$1=[QPN]"),
@@ -37,28 +37,37 @@ pub const FILTERS: &[(&str, &str)] = &[
     (r"\bnevents=\d+", "nevents=[COUNT]"),
     // 08's watchdog says how far the ping-pong got when the peer fell silent.
     (r"after \d+ of (\d+) sends and \d+ of (\d+) receives", "after [COUNT] of $1 sends and [COUNT] of $2 receives"),
-    // Kernel counters the two-host lessons print (tests/two_hosts.rs): how many times
+    // Kernel counters the two-host lessons print (tests/host_vms/two_hosts.rs): how many times
     // something failed or was retried depends on time; whether it did (0 or not) does not.
     (r"\b(sent_pkts|send_err|completer_retry_err|FragFails|OutDestUnreachs)=[1-9]\d*", "$1=[COUNT]"),
     (r"in \d+\.\d+ seconds = \d+\.\d+ ", "in [TIME] seconds = [RATE] "),
 ];
 
-/// Runs `f` with [`FILTERS`] applied to snapshots.
+/// Runs `f` with [`FILTERS`] applied to snapshots, and the settings of [`snapshots`].
 pub fn with_filters(f: impl FnOnce()) {
-    let mut settings = insta::Settings::clone_current();
+    let mut settings = snapshot_settings();
     for (regex, replacement) in FILTERS {
         settings.add_filter(regex, *replacement);
     }
-    settings.set_prepend_module_to_snapshot(true);
     settings.bind(f);
 }
 
 /// Runs `f` (which asserts snapshots of texts already passed through [`redact`]) with the
 /// settings every snapshot here uses.
 pub fn snapshots(f: impl FnOnce()) {
+    snapshot_settings().bind(f);
+}
+
+/// Every snapshot lives in `tests/snapshots/`, named `<file>__<name>.snap` after the test
+/// file that makes it (`steps__08_poll_cq-client.snap`). The tests are modules of one
+/// binary per group (`tests/device/steps.rs`), so insta's own prefix would be the module
+/// path (`device__steps__`) and its directory the group's: the callers spell the prefix,
+/// and the path points one level up.
+fn snapshot_settings() -> insta::Settings {
     let mut settings = insta::Settings::clone_current();
-    settings.set_prepend_module_to_snapshot(true);
-    settings.bind(f);
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_snapshot_path("../snapshots");
+    settings
 }
 
 /// Device tests share one machine's device and its CPUs: a busy-polling ping-pong needs
@@ -331,7 +340,7 @@ pub const DEVICE_VALUES: &[(&str, &str, &str)] = &[
     (r"\bentries=", "gid_entries", "GID_ENTRIES"),
     (r"\b(?:index|sgid_index)=", "gid_index", "GID_INDEX"),
     (r"(?:\bgid=|\bdgid=|, GID )", "gid", "GID"),
-    // 01 with an empty GID index (tests/break_it.rs picks the first one).
+    // 01 with an empty GID index (tests/device/break_it.rs picks the first one).
     (r"(?:\(index |GID entry |none is at )", "empty_gid_index", "EMPTY_GID_INDEX"),
     (r"holds a GID: ", "gid_list", "GID_LIST"),
 ];
@@ -610,9 +619,9 @@ pub fn book_output_dir() -> PathBuf {
 
 /// With `RDMA_DISSECT_BOOK=write`, keeps `raw` — what the snapshot `<test>__<name>` shows
 /// redacted — as the book's `output/<test>__<name>.txt`, and the device it ran on as
-/// `output/device.txt`. `tests/book.rs` checks, without a device, that each file redacts
+/// `output/device.txt`. `tests/no_device/book.rs` checks, without a device, that each file redacts
 /// to its snapshot. Regenerate them all in the lab VM with
-/// `RDMA_DISSECT_BOOK=write lab/run cargo test --test steps --test break_it`.
+/// `RDMA_DISSECT_BOOK=write lab/run cargo test --test device -- steps:: break_it::`.
 pub fn book_output(test: &str, name: &str, raw: &str) {
     if std::env::var("RDMA_DISSECT_BOOK").as_deref() != Ok("write") {
         return;
@@ -819,7 +828,7 @@ impl Step {
     }
 }
 
-/// The steps, in order, from `steps/list.txt`. tests/consistency.rs checks that Cargo.toml's
+/// The steps, in order, from `steps/list.txt`. tests/no_device/consistency.rs checks that Cargo.toml's
 /// `[[bin]]`s, the `steps/*.rs` files and book/src/SUMMARY.md's chapters are this list.
 pub fn steps() -> Vec<Step> {
     let path = root().join("steps/list.txt");

@@ -12,7 +12,7 @@
 //! - the generated diffs (`book/gen-diffs`) are current, and so are "Run it"'s views of what
 //!   each stage adds to the trace (`book/src/added/`) and the ladder diagrams of the wire;
 //! - every Rust fence is `rust,ignore` (the code is compiled as the crate, not as doctests),
-//!   so `mdbook test book` has nothing to compile (tests/book_dom.rs runs `mdbook test` on
+//!   so `mdbook test book` has nothing to compile (tests/host_vms/book_dom.rs runs `mdbook test` on
 //!   the host: it starts one rustdoc per chapter, ~1 min under the lab VM's emulated CPU);
 //! - every relative link and image in the rendered HTML resolves (offline link check,
 //!   including `#fragment`s into the book's pages);
@@ -120,7 +120,7 @@ fn built_book() -> &'static Path {
     })
 }
 
-/// The steps' bin names, in order (`steps/list.txt`, which tests/consistency.rs checks
+/// The steps' bin names, in order (`steps/list.txt`, which tests/no_device/consistency.rs checks
 /// Cargo.toml's `[[bin]]`s against).
 fn bins() -> Vec<String> {
     let bins: Vec<String> = common::steps().into_iter().map(|s| s.bin).collect();
@@ -439,7 +439,7 @@ fn book_outputs_are_real_runs_of_their_snapshots() {
         let raw = text(&name).unwrap_or_else(|| {
             panic!(
                 "no book/src/output/{} for tests/snapshots/{name}: regenerate the outputs with \
-                 `RDMA_DISSECT_BOOK=write lab/run cargo test --test steps --test break_it`",
+                 `RDMA_DISSECT_BOOK=write lab/run cargo test --test device -- steps:: break_it::`",
                 name.replace(".snap", ".txt")
             )
         });
@@ -474,7 +474,7 @@ fn book_outputs_are_real_runs_of_their_snapshots() {
             body.trim_end(),
             "book/src/output/{} does not redact to tests/snapshots/{name}: a snapshot changed \
              without its book output (or the other way round); regenerate both in the lab VM with \
-             `INSTA_UPDATE=always RDMA_DISSECT_BOOK=write lab/run cargo test --test steps --test break_it`",
+             `INSTA_UPDATE=always RDMA_DISSECT_BOOK=write lab/run cargo test --test device -- steps:: break_it::`",
             name.replace(".snap", ".txt")
         );
         n += 1;
@@ -491,7 +491,7 @@ fn book_outputs_are_real_runs_of_their_snapshots() {
 
 /// Every break-it snapshot (`break_it__<bin>-<case>[-trace|-help].snap`) is shown — its
 /// real output, `book/src/output/<name>.txt` — in the "Break it" section of its step's
-/// chapter, so no case's real output is left out of the book (tests/break_it.rs makes one per case, from the library's tables).
+/// chapter, so no case's real output is left out of the book (tests/device/break_it.rs makes one per case, from the library's tables).
 #[test]
 fn break_it_shows_every_break_snapshot_of_the_step() {
     let snapdir = root().join("tests/snapshots");
@@ -866,7 +866,7 @@ fn flag_reference_agrees_with_cli_rs() {
 }
 
 /// The ladder (sequence) diagrams of the wire, `book/src/diagrams/ladder-*.svg`: each drawn
-/// from a two-host snapshot of decoded packets (`tests/two_hosts.rs`, from the capture of a
+/// from a two-host snapshot of decoded packets (`tests/host_vms/two_hosts.rs`, from the capture of a
 /// real run), so a diagram shows what the capture showed and cannot drift from it.
 /// Regenerated with `RDMA_DISSECT_BOOK=write cargo test --test book ladder`.
 const LADDERS: &[(&str, &str, &str)] = &[

@@ -17,7 +17,7 @@
 //! (≥10⁶ inputs per property, 6×10⁶ in all):
 //!
 //! ```text
-//! PROPTEST_CASES=1000000 cargo test --release --test wire_fuzz
+//! PROPTEST_CASES=1000000 cargo test --release --test no_device wire_fuzz::
 //! ```
 
 #![allow(unsafe_code, reason = "the oracle is rc_pingpong's own C, sscanf and snprintf from the real libc")]

@@ -83,8 +83,8 @@ fn check<A>(bin: &str, case: &Case<A>, runs: &[Run]) {
     let (errors_text, traces_text) =
         (redact_sections(&errors, &picked, device()), redact_sections(&traces, &picked, device()));
     snapshots(|| {
-        insta::assert_snapshot!(format!("{bin}-{}", case.name), errors_text);
-        insta::assert_snapshot!(format!("{bin}-{}-trace", case.name), traces_text);
+        insta::assert_snapshot!(format!("break_it__{bin}-{}", case.name), errors_text);
+        insta::assert_snapshot!(format!("break_it__{bin}-{}-trace", case.name), traces_text);
     });
     book_output("break_it", &format!("{bin}-{}", case.name), &errors);
     book_output("break_it", &format!("{bin}-{}-trace", case.name), &traces);
@@ -167,7 +167,7 @@ fn break_help_lists_the_cases() {
         let listed: Vec<&str> =
             text.lines().filter(|l| l.starts_with("  ")).filter_map(|l| l.split_whitespace().next()).collect();
         assert_eq!(listed, names, "{program} --break help:\n{text}");
-        snapshots(|| insta::assert_snapshot!(format!("{bin}-help"), text));
+        snapshots(|| insta::assert_snapshot!(format!("break_it__{bin}-help"), text));
         book_output("break_it", &format!("{bin}-help"), &text);
         let out = run(program, &args(&["--break", "no-such-case"]));
         let err = String::from_utf8_lossy(&out.stderr);
@@ -219,7 +219,7 @@ fn break_01_open_device_bad_input() {
         assert!(!out.status.success() && err.contains("error: ") && !err.contains("panicked"), "01 {flags:?}:\n{err}");
         let raw = format!("--- {}\n{err}", status(&out));
         let text = redact_sections(&raw, &Picks::alone(&stdout(&out)), dev);
-        snapshots(|| insta::assert_snapshot!(format!("01_open_device-{case}"), text));
+        snapshots(|| insta::assert_snapshot!(format!("break_it__01_open_device-{case}"), text));
         book_output("break_it", &format!("01_open_device-{case}"), &raw);
     }
 }

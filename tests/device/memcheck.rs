@@ -3,7 +3,7 @@
 //! memcheck error) or a definite leak, or does not exit 0.
 //!
 //! Needs an RDMA device and valgrind: run it with `lab/test` or
-//! `lab/run cargo test --test memcheck`. Under the lab VM's emulated CPU it takes 4–7
+//! `lab/run cargo test --test device memcheck::`. Under the lab VM's emulated CPU it takes 4–7
 //! minutes (14 processes under valgrind); the script prints one line per process.
 
 use testkit as common;
@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn every_step_is_clean_under_valgrind_memcheck() {
+    // Alone on the device: valgrind's minutes would slow every test beside it.
+    let _device = common::device_lock();
     let dev = common::device();
     let bins = Path::new(env!("CARGO_BIN_EXE_01_open_device")).parent().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("lab/memcheck");

@@ -120,7 +120,7 @@ fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
 
 /// A test that runs one step's binary names it with `env!("CARGO_BIN_EXE_<bin>")`, which
 /// wants a literal, so these tests cannot loop over the list: each is checked against it.
-/// tests/steps.rs has one test per step, `single` or `pair` as its roles; tests/break_it.rs
+/// tests/device/steps.rs has one test per step, `single` or `pair` as its roles; tests/device/break_it.rs
 /// one per step with `--break` cases (a module of `src/breakit/`), and lists it in the
 /// `--break help` test. A step names its cases (`const CASES`) from that module, or has none
 /// (`&[]`) and is then in the test of steps without cases.
@@ -130,34 +130,34 @@ fn every_step_has_its_snapshot_and_break_it_tests() {
         let rest = &text[text.find(&format!("fn {name}() {{"))?..];
         Some(&rest[..rest.find("\n}\n").unwrap_or(rest.len())])
     }
-    let snapshots = read("tests/steps.rs");
-    let break_it = read("tests/break_it.rs");
+    let snapshots = read("tests/device/steps.rs");
+    let break_it = read("tests/device/break_it.rs");
     let break_mods = read("src/breakit/mod.rs");
-    let help = body(&break_it, "break_help_lists_the_cases").expect("tests/break_it.rs: fn break_help_lists_the_cases");
-    let no_cases = body(&break_it, "steps_without_cases_say_so").expect("tests/break_it.rs: fn steps_without_cases_say_so");
+    let help = body(&break_it, "break_help_lists_the_cases").expect("tests/device/break_it.rs: fn break_help_lists_the_cases");
+    let no_cases = body(&break_it, "steps_without_cases_say_so").expect("tests/device/break_it.rs: fn steps_without_cases_say_so");
     for step in steps() {
         let (bin, stage) = (&step.bin, step.stage());
         let exe = format!("env!(\"CARGO_BIN_EXE_{bin}\")");
         let run = format!("{}(\"{bin}\", {exe}", if step.pair { "pair" } else { "single" });
-        let test = body(&snapshots, &format!("step_{bin}")).unwrap_or_else(|| panic!("tests/steps.rs has no fn step_{bin}()"));
-        assert!(test.contains(&run), "tests/steps.rs: step_{bin}() does not call {run})");
+        let test = body(&snapshots, &format!("step_{bin}")).unwrap_or_else(|| panic!("tests/device/steps.rs has no fn step_{bin}()"));
+        assert!(test.contains(&run), "tests/device/steps.rs: step_{bin}() does not call {run})");
 
         let cases = format!("breakit::{stage}::CASES");
         let test = body(&break_it, &format!("break_{bin}"));
         let source = read(format!("steps/{bin}.rs"));
         if !break_mods.contains(&format!("pub mod {stage};")) {
-            assert!(test.is_none(), "tests/break_it.rs: break_{bin}(), but src/breakit has no {stage}");
+            assert!(test.is_none(), "tests/device/break_it.rs: break_{bin}(), but src/breakit has no {stage}");
             assert!(source.contains("const CASES: &[Case<Args>] = &[];"), "steps/{bin}.rs: no src/breakit/{stage}.rs, so its CASES are &[]");
-            assert!(no_cases.contains(&exe), "tests/break_it.rs: steps_without_cases_say_so does not run {exe}");
+            assert!(no_cases.contains(&exe), "tests/device/break_it.rs: steps_without_cases_say_so does not run {exe}");
             continue;
         }
         let named = format!("const CASES: &[Case<Args>] = &{cases};");
         assert!(source.contains(&named), "steps/{bin}.rs does not say {named}");
         let run = format!("{}(\"{bin}\", {exe}, &{cases})", if step.pair { "pair" } else { "alone" });
-        let test = test.unwrap_or_else(|| panic!("tests/break_it.rs has no fn break_{bin}() for {cases}"));
-        assert!(test.contains(&run), "tests/break_it.rs: break_{bin}() does not call {run}");
+        let test = test.unwrap_or_else(|| panic!("tests/device/break_it.rs has no fn break_{bin}() for {cases}"));
+        assert!(test.contains(&run), "tests/device/break_it.rs: break_{bin}() does not call {run}");
         let listed = format!("(\"{bin}\", {exe}, names(&{cases}))");
-        assert!(help.contains(&listed), "tests/break_it.rs: break_help_lists_the_cases does not list {listed}");
+        assert!(help.contains(&listed), "tests/device/break_it.rs: break_help_lists_the_cases does not list {listed}");
     }
 }
 

@@ -1,7 +1,7 @@
 //! The stages across a real (virtual) wire: the two-host lab boots h1 (192.0.2.1, the
 //! server) and h2 (192.0.2.2, the client), each with its own rxe0, captures the wire
 //! between them and decodes it with tshark (lab/packets). Host-only, as it boots VMs:
-//! `cargo test --features lab-host --test two_hosts` (lab/test runs it).
+//! `cargo test --features lab-host --test host_vms two_hosts::` (lab/test runs it).
 //!
 //! The decoded packets of 07, 08 and 09 are checked against what the two sides exchanged over
 //! TCP — the first PSN on the wire is the sender's exchanged PSN, the RETH carries the
@@ -9,7 +9,7 @@
 //! goes on the wire" sections include. Two lessons only two hosts can teach follow: a path
 //! MTU above the link's, and a host that dies mid-run. Three break-it cases close the file,
 //! seen on the wire: an RNR NAK and its retry, a PSN sequence NAK, and a retransmission
-//! after the ACK timeout. tests/book.rs draws the book's ladder diagrams from these
+//! after the ACK timeout. tests/no_device/book.rs draws the book's ladder diagrams from these
 //! snapshots. Snapshots go through the shared redaction table (testkit).
 
 use testkit as common;
@@ -182,7 +182,7 @@ fn redact(rest: &str) -> String {
 fn snapshot(name: &str, text: &str) {
     common::with_filters(|| {
         insta::with_settings!({ omit_expression => true }, {
-            insta::assert_snapshot!(name, text);
+            insta::assert_snapshot!(format!("two_hosts__{name}"), text);
         });
     });
 }

@@ -3,12 +3,12 @@
 //! no panic, and bounded time (issue 5, "Bad input").
 //!
 //! What is *not* repeated here: the flag parsers' unit tests (`src/cli.rs`) and the
-//! exchange against fake peers at the library level (`tests/wire.rs`). These tests run the
+//! exchange against fake peers at the library level (`tests/no_device/wire.rs`). These tests run the
 //! binaries, so they also check that every error reaches stderr explained, through
 //! `error::main`, and that nothing hangs or panics on the way.
 //!
 //! They need an RDMA device (the binaries open it before anything else) and fail without
-//! one: run them with `lab/test` or `lab/run cargo test --test bad_input`. They run one at a
+//! one: run them with `lab/test` or `lab/run cargo test --test device bad_input::`. They run one at a
 //! time (`device_lock`), because the dead-peer and Ctrl-C cases measure how long a process
 //! takes to go, and a busy-polling ping-pong needs both of the lab VM's vCPUs.
 

@@ -24,7 +24,7 @@ fn single(bin: &str, program: &str) {
     assert_ok(bin, &out);
     let raw = stdout(&out);
     let text = redact(&raw, Side::Alone, &Picks::alone(&raw), device());
-    snapshots(|| insta::assert_snapshot!(bin, text));
+    snapshots(|| insta::assert_snapshot!(format!("steps__{bin}"), text));
     book_output("steps", bin, &raw);
 }
 
@@ -43,8 +43,8 @@ fn pair(bin: &str, program: &str) {
     let server_text = redact(&s, Side::Server, &run, device());
     let client_text = redact(&c, Side::Client, &run, device());
     snapshots(|| {
-        insta::assert_snapshot!(format!("{bin}-server"), server_text);
-        insta::assert_snapshot!(format!("{bin}-client"), client_text);
+        insta::assert_snapshot!(format!("steps__{bin}-server"), server_text);
+        insta::assert_snapshot!(format!("steps__{bin}-client"), client_text);
     });
     book_output("steps", &format!("{bin}-server"), &s);
     book_output("steps", &format!("{bin}-client"), &c);

@@ -1,0 +1,10 @@
+//! The tests that need no RDMA device and no VM: the wire format and its fuzzing, the
+//! book's drift checks, the instructor's guide, and the consistency of the step list with
+//! everything that hangs off it. `cargo test --test no_device` runs them on any host;
+//! `lab/test` runs them in the lab VM with the rest of `cargo test`.
+
+mod book;
+mod consistency;
+mod instructor;
+mod wire;
+mod wire_fuzz;
