@@ -52,7 +52,7 @@ fn main() -> std::process::ExitCode {
         modify_qp_rts(&q.qp, local.psn)?;
         exchange.finish()?;
         // ANCHOR: new_send
-        send_each_way(&args.role(), &q.qp, &q.cq, &mut mr, size, q.send_flags, args.timeout())?;
+        send_each_way(&args.role(), &q, &mut mr, size, args.timeout())?;
         // ANCHOR_END: new_send
         Ok(())
     })

@@ -78,12 +78,12 @@ fn main() -> std::process::ExitCode {
         let remote = exchange.finish()?;
         match role {
             Role::Client { .. } if bw => {
-                bandwidth(&q.qp, &q.cq, &mut mr, size, args.iters, &remote, q.send_flags)?
+                bandwidth(&q, &mut mr, size, args.iters, &remote)?
             }
             Role::Client { .. } => {
-                write_and_notify(&q.qp, &q.cq, &mut mr, size, &remote, q.send_flags, args.timeout())?
+                write_and_notify(&q, &mut mr, size, &remote, args.timeout())?
             }
-            Role::Server => await_notice_and_verify(&q.cq, &mr, size, args.timeout())?,
+            Role::Server => await_notice_and_verify(&q, &mr, size, args.timeout())?,
         }
         // ANCHOR_END: new
         Ok(())

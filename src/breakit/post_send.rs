@@ -80,7 +80,7 @@ pub(super) fn send_each_way_with(
 ) -> Result<()> {
     let mut s = connect_with(args, server_recv, client_rts)?;
     let size = args.buffer.size;
-    send_each_way(&args.role(), &s.q.qp, &s.q.cq, &mut s.mr, size, s.q.send_flags, args.timeout())
+    send_each_way(&args.role(), &s.q, &mut s.mr, size, args.timeout())
 }
 
 /// Stages 01–06 of step 07's flow, with the mistakes [`send_each_way_with`] takes: the
@@ -129,7 +129,7 @@ fn sge_past_mr(args: &PingpongArgs) -> Result<()> {
     let role = args.role();
     if let Role::Server = role {
         // The server runs step 07 unchanged: it waits for a ping that never comes.
-        return send_each_way(&role, &s.q.qp, &s.q.cq, &mut s.mr, size, s.q.send_flags, args.timeout());
+        return send_each_way(&role, &s.q, &mut s.mr, size, args.timeout());
     }
     stamp(&mut s.mr, b"ping");
     // stage 07's post_send, with the gather entry starting half way into the MR. Not

@@ -102,9 +102,9 @@ fn write_with(
     match role {
         Role::Client { .. } => {
             let remote = target(remote, s.mr.lkey());
-            write_and_notify(&s.q.qp, &s.q.cq, &mut s.mr, size, &remote, s.q.send_flags, args.timeout())
+            write_and_notify(&s.q, &mut s.mr, size, &remote, args.timeout())
         }
-        Role::Server => await_notice_and_verify(&s.q.cq, &s.mr, size, args.timeout()),
+        Role::Server => await_notice_and_verify(&s.q, &s.mr, size, args.timeout()),
     }
 }
 

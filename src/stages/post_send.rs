@@ -22,11 +22,12 @@
 
 use std::time::Duration;
 
+use crate::stages::create_qp::Queues;
 use crate::error::Result;
 use crate::exchange::Role;
 use crate::poll::{wait_for, Awaited::{Recv, Send}};
 use crate::trace::{self, Hex64, Key};
-use crate::verbs::{ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, names, Cq, Mr, Qp, IBV_WR_SEND};
+use crate::verbs::{ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, names, Mr, Qp, IBV_WR_SEND};
 
 /// `wr_id` of receive work requests (`PINGPONG_RECV_WRID`).
 pub const PINGPONG_RECV_WRID: u64 = 1;
@@ -92,15 +93,9 @@ pub fn trace_post_send(wr: &ibv_send_wr, list: &ibv_sge) {
 /// One SEND each way: the client sends first; the server waits for it, answers with its
 /// own SEND, and both wait for their completions. The client writes `ping` at the start of
 /// its buffer and the server `pong`, so the trace shows the bytes arrive.
-pub fn send_each_way(
-    role: &Role,
-    qp: &Qp,
-    cq: &Cq,
-    mr: &mut Mr,
-    size: u32,
-    send_flags: ibv_send_flags,
-    timeout: Duration,
-) -> Result<()> {
+pub fn send_each_way(role: &Role, q: &Queues, mr: &mut Mr, size: u32, timeout: Duration) -> Result<()> {
+    let Queues { qp, cq, send_flags, .. } = q;
+    let send_flags = *send_flags;
     match role {
         Role::Client { .. } => {
             stamp(mr, b"ping");

@@ -26,6 +26,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::stages::create_qp::Queues;
 use crate::error::{Error, Result};
 use crate::stages::open_device::Device;
 use crate::poll::{check_wc, wait_for, Awaited::{Recv, Send}};
@@ -34,7 +35,7 @@ use crate::stages::modify_qp_rtr::local_dest;
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::{
     self, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_send_wr_imm, ibv_send_wr_rdma,
-    ibv_send_wr_wr, ibv_sge, Cq, Mr, Qp, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+    ibv_send_wr_wr, ibv_sge, Mr, Qp, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
 };
 use crate::wire::RdmaDest;
 
@@ -126,15 +127,9 @@ pub fn post_notice_recv(qp: &Qp, mr: &Mr) -> Result<()> {
 // ANCHOR: roles
 /// Writer: fill the buffer with the pattern, RDMA WRITE it into the target's buffer, then
 /// notify with a zero-length WRITE WITH IMMEDIATE carrying the byte count.
-pub fn write_and_notify(
-    qp: &Qp,
-    cq: &Cq,
-    mr: &mut Mr,
-    size: u32,
-    remote: &RdmaDest,
-    send_flags: ibv_send_flags,
-    timeout: Duration,
-) -> Result<()> {
+pub fn write_and_notify(q: &Queues, mr: &mut Mr, size: u32, remote: &RdmaDest, timeout: Duration) -> Result<()> {
+    let Queues { qp, cq, send_flags, .. } = q;
+    let send_flags = *send_flags;
     fill_pattern(mr);
     rdma_write(qp, mr, size, remote, None, send_flags)?;
     rdma_write(qp, mr, 0, remote, Some(size), send_flags)?;
@@ -145,8 +140,8 @@ pub fn write_and_notify(
 /// bytes of the buffer (its own `-s`, which both sides agree on) hold the writer's pattern.
 /// The immediate is only the notice: in a single write it carries the byte count, in
 /// `--bw` the number of writes, and the target checks neither against it.
-pub fn await_notice_and_verify(cq: &Cq, mr: &Mr, size: u32, timeout: Duration) -> Result<()> {
-    wait_for(cq, &[Recv(PINGPONG_RECV_WRID)], timeout)?;
+pub fn await_notice_and_verify(q: &Queues, mr: &Mr, size: u32, timeout: Duration) -> Result<()> {
+    wait_for(&q.cq, &[Recv(PINGPONG_RECV_WRID)], timeout)?;
     verify(&mr.read(0, size as usize), size as usize)?;
     trace::event("verify").kv("bytes", size).kv("ok", "yes").emit();
     Ok(())
@@ -168,15 +163,9 @@ pub fn verify(buf: &[u8], size: usize) -> Result<()> {
 // ANCHOR: bw
 /// Writer, `--bw`: `iters` writes of `size` bytes, at most [`TX_DEPTH`] in flight, the last
 /// WITH IMMEDIATE (`imm` = `iters`). Prints perftest's columns.
-pub fn bandwidth(
-    qp: &Qp,
-    cq: &Cq,
-    mr: &mut Mr,
-    size: u32,
-    iters: u32,
-    remote: &RdmaDest,
-    send_flags: ibv_send_flags,
-) -> Result<()> {
+pub fn bandwidth(q: &Queues, mr: &mut Mr, size: u32, iters: u32, remote: &RdmaDest) -> Result<()> {
+    let Queues { qp, cq, send_flags, .. } = q;
+    let send_flags = *send_flags;
     fill_pattern(mr);
     let mut wc = [verbs::WC_ZERO; 16];
     let (mut posted, mut completed) = (0u32, 0u32);
