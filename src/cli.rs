@@ -4,7 +4,7 @@
 //! ones it uses and no flag is defined twice: 01–02 take [`OpenArgs`] (the [`DeviceArgs`]),
 //! 03 [`MrArgs`] (adds [`BufferArgs`]), 04 [`QpArgs`] (adds [`QueueArgs`]), and 05–09 all of
 //! [`PingpongArgs`]. Each group is a [`StepArgs`]: it knows how its steps run, which sets
-//! the footer of their `--help` and the [`Side`] their break cases see.
+//! the footer of their `--help` and the role their break cases see.
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -251,28 +251,6 @@ impl std::str::FromStr for Mtu {
     }
 }
 
-/// Which part of a run this process plays: the one process of 01–04, or a side of 05–09.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// A single-process step (01–04).
-    Alone,
-    /// The side without a host argument.
-    Server,
-    /// The side with one.
-    Client,
-}
-
-impl Side {
-    /// How a message names this side: "the server".
-    pub fn name(self) -> &'static str {
-        match self {
-            Side::Alone => "this program",
-            Side::Server => "the server",
-            Side::Client => "the client",
-        }
-    }
-}
-
 /// A step's group of flags (the one its `Cli` flattens) and what the group says about how
 /// the step runs: as one process, or as a server and a client.
 ///
@@ -288,9 +266,10 @@ pub trait StepArgs: Args + 'static {
              lab/run target/debug/{bin} -g 1"
         )
     }
-    /// The side this process plays. By default, a one-process step's.
-    fn side(&self) -> Side {
-        Side::Alone
+    /// The role this process plays against a peer, or `None` for a one-process step (the
+    /// default).
+    fn peer_role(&self) -> Option<Role> {
+        None
     }
 }
 
@@ -314,11 +293,8 @@ impl StepArgs for PingpongArgs {
              (ibv_rc_pingpong -g 1 [127.0.0.1]); 09_rdma_write extends it and needs 09 on both sides."
         )
     }
-    fn side(&self) -> Side {
-        match self.role() {
-            Role::Server => Side::Server,
-            Role::Client { .. } => Side::Client,
-        }
+    fn peer_role(&self) -> Option<Role> {
+        Some(self.role())
     }
 }
 

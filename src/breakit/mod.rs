@@ -27,8 +27,9 @@ pub mod reg_mr;
 use std::process::ExitCode;
 use std::rc::Rc;
 
-use crate::cli::{DeviceArgs, Side, StepArgs};
+use crate::cli::{DeviceArgs, StepArgs};
 use crate::error::{self, Result};
+use crate::exchange::Role;
 use crate::stages::create_qp::{create_qp, QpOptions, Queues};
 use crate::stages::modify_qp_rtr::{local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};
@@ -36,6 +37,38 @@ use crate::stages::open_device::{open_device, Device};
 use crate::stages::{alloc_pd::alloc_pd, reg_mr::reg_mr};
 use crate::trace;
 use crate::verbs::{ibv_access_flags, ibv_qp_attr, Mr, Pd, Qp, IBV_MTU_1024};
+
+/// Who makes a mistake, and which part of a run this process plays: the one process of
+/// 01–04, or a side of 05–09.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// A single-process step (01–04).
+    Alone,
+    /// The side without a host argument.
+    Server,
+    /// The side with one.
+    Client,
+}
+
+impl Side {
+    /// The side of a process that plays `role` against a peer, or the one process.
+    pub fn of(role: Option<Role>) -> Side {
+        match role {
+            None => Side::Alone,
+            Some(Role::Server) => Side::Server,
+            Some(Role::Client { .. }) => Side::Client,
+        }
+    }
+
+    /// How a message names this side: "the server".
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Alone => "this program",
+            Side::Server => "the server",
+            Side::Client => "the client",
+        }
+    }
+}
 
 /// One mistake, made on purpose.
 pub struct Case<A: 'static> {
@@ -104,7 +137,7 @@ pub fn main<A: StepArgs>(choice: Choice<A>, cases: &'static [Case<A>], args: &A)
         }
         Choice::Case(case) => case,
     };
-    let here = args.side();
+    let here = Side::of(args.peer_role());
     trace::event("break").kv("case", case.name).kv("mistake_by", side_key(case.side)).emit();
     match (case.run)(args) {
         Ok(()) if case.side == here => {

@@ -17,7 +17,7 @@ use common::{
     args, book_output, device, device_args, device_lock, redact_sections, run, run_pair, snapshots, stdout, tcp_port, Picks,
 };
 use rdma_dissect::breakit::{self, Case};
-use rdma_dissect::cli::Side;
+use rdma_dissect::breakit::Side;
 
 /// Both sides wait this long for a peer that never answers: the no-receive cases end
 /// with it, so it is short.
