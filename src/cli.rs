@@ -51,8 +51,8 @@ pub struct DeviceArgs {
 
     /// Local GID table index, needed on RoCE (rxe): the GRH is the only way to address a
     /// RoCE peer, which has no LID. Default: none (LID-only addressing, InfiniBand)
-    #[arg(short = 'g', long = "gid-idx", value_name = "GID_INDEX", allow_negative_numbers = true, value_parser = parse_gid_idx)]
-    pub gid_idx: Option<i32>,
+    #[arg(short = 'g', long = "gid-idx", value_name = "GID_INDEX", allow_negative_numbers = true, value_parser = parse_gid_index)]
+    pub gid_index: Option<i32>,
 }
 
 /// The buffer registered as the MR: its size is also the size of every SEND.
@@ -181,7 +181,7 @@ impl PingpongArgs {
 impl DeviceArgs {
     /// `-d`, `-i` and `-g`, as stage 01 takes them.
     pub fn choice(&self) -> DeviceChoice {
-        DeviceChoice { ib_dev: self.ib_dev.clone(), ib_port: self.ib_port, gid_idx: self.gid_idx }
+        DeviceChoice { ib_dev: self.ib_dev.clone(), ib_port: self.ib_port, gid_index: self.gid_index }
     }
 }
 
@@ -332,7 +332,7 @@ fn parse_ib_port(s: &str) -> Result<u8, String> {
     u8::try_from(v).map_err(|_| format!("{v} is not a port number: verbs port numbers are 1..=255"))
 }
 
-fn parse_gid_idx(s: &str) -> Result<i32, String> {
+fn parse_gid_index(s: &str) -> Result<i32, String> {
     if s.trim().starts_with('-') {
         return Err(format!(
             "GID index '{s}' is negative: GID table indices start at 0. To use no GID (as \
@@ -433,7 +433,7 @@ mod tests {
         let a = parse(&[]).unwrap();
         assert_eq!(a.role(), Role::Server);
         assert_eq!(a.exchange.port, 18515);
-        assert_eq!(a.device, DeviceArgs { ib_dev: None, ib_port: 1, gid_idx: None });
+        assert_eq!(a.device, DeviceArgs { ib_dev: None, ib_port: 1, gid_index: None });
         assert_eq!(a.buffer.size, 4096);
         assert_eq!(a.mtu, Mtu::Mtu1024);
         assert_eq!(a.queue, QueueArgs { rx_depth: 500, events: false });
@@ -452,7 +452,7 @@ mod tests {
         .unwrap();
         assert_eq!(a.role(), Role::Client { host: "127.0.0.1".into() });
         assert_eq!(a.exchange.port, 9999);
-        assert_eq!(a.device, DeviceArgs { ib_dev: Some("rxe0".into()), ib_port: 2, gid_idx: Some(1) });
+        assert_eq!(a.device, DeviceArgs { ib_dev: Some("rxe0".into()), ib_port: 2, gid_index: Some(1) });
         assert_eq!(a.buffer.size, 64);
         assert_eq!(a.mtu.to_ibv(), ibverbs_sys::IBV_MTU_4096);
         assert_eq!(a.queue, QueueArgs { rx_depth: 16, events: true });
@@ -467,7 +467,7 @@ mod tests {
         .unwrap();
         assert_eq!(a.mtu, Mtu::Mtu256);
         assert_eq!(a.sl, 15);
-        assert_eq!(a.device.gid_idx, Some(0));
+        assert_eq!(a.device.gid_index, Some(0));
     }
 
     #[test]
@@ -527,7 +527,7 @@ mod tests {
         Step::<MrArgs>::command().debug_assert();
         Step::<QpArgs>::command().debug_assert();
         let open = Step::<OpenArgs>::try_parse_from(["01", "-d", "rxe0", "-g", "1"]).unwrap().args;
-        assert_eq!(open.device.choice(), DeviceChoice { ib_dev: Some("rxe0".into()), ib_port: 1, gid_idx: Some(1) });
+        assert_eq!(open.device.choice(), DeviceChoice { ib_dev: Some("rxe0".into()), ib_port: 1, gid_index: Some(1) });
         assert!(Step::<OpenArgs>::try_parse_from(["01", "-s", "64"]).is_err(), "01 takes no -s");
         let mr = Step::<MrArgs>::try_parse_from(["03", "-s", "64"]).unwrap().args;
         assert_eq!(mr.buffer.size, 64);

@@ -173,8 +173,8 @@ pub fn rtr_attr(dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> ibv_qp_att
             // 255: an empty slot or past the table, so RTR fails. We pass 0 instead, which
             // can work (and explain_rtr says what 0 was if RTR fails); -g above 255 never
             // gets here (stage 01 refuses it).
-            // ANCHOR: hole_sgid_index HOLE: the source GID: an index into OUR port's GID table (-g), as a u8
-            sgid_index: dev.gid_index.unwrap_or(0) as u8,
+            // ANCHOR: hole_sgid_index HOLE: the source GID: an index into OUR port's GID table (-g; 0 without it)
+            sgid_index: dev.gid_index.unwrap_or(0),
             // ANCHOR_END: hole_sgid_index
             ..Default::default()
         };

@@ -31,8 +31,9 @@ pub struct Device {
     pub ib_port: u8,
     /// The port's attributes (`ctx->portinfo`): LID, state, MTU, link layer.
     pub port_attr: ibv_port_attr,
-    /// The GID index given with `-g`, if any (rc_pingpong's `gidx`, -1 for none).
-    pub gid_index: Option<i32>,
+    /// The GID index given with `-g`, if any (rc_pingpong's `gidx`, -1 for none): checked
+    /// to hold a GID and to fit the address vector's 8-bit `grh.sgid_index`.
+    pub gid_index: Option<u8>,
     /// Our GID at that index, all zero without `-g`: what the peer puts in its GRH.
     pub gid: [u8; 16],
 }
@@ -52,7 +53,7 @@ pub struct DeviceChoice {
     /// The port, numbered from 1.
     pub ib_port: u8,
     /// The GID table index of our address; `None` on InfiniBand, where a LID is enough.
-    pub gid_idx: Option<i32>,
+    pub gid_index: Option<i32>,
 }
 
 // ANCHOR: stage
@@ -138,7 +139,7 @@ pub fn open_device(args: &DeviceChoice) -> Result<Device> {
             .emit();
     }
 
-    let gid = match args.gid_idx {
+    let (gid_index, gid) = match args.gid_index {
         Some(index) => {
             let bad = |e| bad_gid_index(e, index, port_attr.gid_tbl_len, &ours);
             // ANCHOR: hole_query_gid HOLE([u8; 16]): read the GID at table index `index` of our port (ibv_query_gid); turn a failure into the explained error `bad`
@@ -149,7 +150,7 @@ pub fn open_device(args: &DeviceChoice) -> Result<Device> {
             }
             // The table may be longer than 256 entries (rxe's has 1024), but the address
             // vector names our GID in 8 bits: an index above 255 cannot reach stage 05.
-            if index > 255 {
+            let Ok(index8) = u8::try_from(index) else {
                 return Err(Error::new(format!("-g {index}"))
                     .cause(format!(
                         "GID index {index} holds {}, but an address vector's grh.sgid_index is 8 bits\n\
@@ -157,14 +158,14 @@ pub fn open_device(args: &DeviceChoice) -> Result<Device> {
                         Gid(gid)
                     ))
                     .fix("pass an index below 256 that holds a GID (01_open_device lists the table)"));
-            }
+            };
             trace::event("ibv_query_gid").kv("index", index).kv("gid", Gid(gid)).emit();
-            gid
+            (Some(index8), gid)
         }
-        None => [0; 16],
+        None => (None, [0; 16]),
     };
 
-    Ok(Device { ctx, ib_port: args.ib_port, port_attr, gid_index: args.gid_idx, gid })
+    Ok(Device { ctx, ib_port: args.ib_port, port_attr, gid_index, gid })
 }
 // ANCHOR_END: stage
 
