@@ -6,18 +6,8 @@
 //! [`PingpongArgs`]. Each group is a [`StepArgs`]: it knows how its steps run, which sets
 //! the footer of their `--help` and the role their break cases see.
 //!
-//! ```no_run
-//! use clap::Parser;
-//! use rdma_dissect::cli::{PingpongArgs, StepArgs};
-//!
-//! #[derive(Parser)]
-//! #[command(about = "INIT→RTR", after_help = PingpongArgs::after_help("05_modify_qp_rtr"))]
-//! struct Cli {
-//!     #[command(flatten)]
-//!     args: PingpongArgs,
-//! }
-//! let cli = Cli::parse();
-//! ```
+//! A step flattens its group into its command line with [`crate::step::Cli`], which adds
+//! `--break`.
 //!
 //! Defaults are those of rc_pingpong.c's `main` (not of its man page, which claims `-r`
 //! defaults to 1000; the code says 500). Numbers accept decimal or `0x` hex, as the C code's
@@ -120,6 +110,15 @@ pub struct QpArgs {
 
     #[command(flatten)]
     pub queue: QueueArgs,
+}
+
+/// Step 09's own flag, besides [`PingpongArgs`].
+#[derive(Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BwArgs {
+    /// Bandwidth mode (client): -n writes of -s bytes, up to 128 in flight, reported in
+    /// MiB/s like ib_write_bw
+    #[arg(long)]
+    pub bw: bool,
 }
 
 /// All of `ibv_rc_pingpong`'s flags that the steps implement (05–09 flatten this).

@@ -38,10 +38,12 @@
 //!   group also says how its steps run (one process, or a server and a client).
 //! * [`breakit`] — each step's characteristic mistakes (`--break CASE`), made on purpose
 //!   by calling the stages with one value spoiled, and explained.
+//! * [`step`] — what every step binary shares: its command line (the flag group, `--break`).
 //!
 //! The binaries in `steps/` are thin and all of one shape: they name their flag group
-//! (`type Args`) and their break cases (`const CASES`), parse, then call the stages in
-//! order, one call per stage, with the new stage marked `// ANCHOR: new`.
+//! (`type Args`), their break cases (`const CASES`) and what they do (`const ABOUT`), parse
+//! with [`step::Cli`], then call the stages in order, one call per stage, with the new
+//! stage marked `// ANCHOR: new`.
 
 pub mod breakit;
 pub mod cli;
@@ -49,6 +51,7 @@ pub mod error;
 pub mod exchange;
 pub mod poll;
 pub mod stages;
+pub mod step;
 pub mod trace;
 // The FFI layer: the one module where unsafe code is allowed (the crate denies it).
 #[allow(unsafe_code)]

@@ -2,31 +2,21 @@
 //!
 //! New: stage 03, [`rdma_dissect::stages::reg_mr`].
 
-use clap::Parser;
 use rdma_dissect::breakit::{self, Case};
-use rdma_dissect::cli::StepArgs;
+use rdma_dissect::step::Cli;
 use rdma_dissect::error;
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
-// The flags this step takes, and the mistakes it can make on purpose with `--break`.
+// The flags this step takes, the mistakes it can make on purpose with `--break`, and
+// what its `--help` says it does.
 type Args = rdma_dissect::cli::MrArgs;
 const CASES: &[Case<Args>] = &breakit::reg_mr::CASES;
-
-/// Step 03 of ibv_rc_pingpong: register a -s byte buffer as a memory region.
-#[derive(Parser)]
-#[command(after_help = Args::after_help(env!("CARGO_BIN_NAME")))]
-struct Cli {
-    #[command(flatten)]
-    args: Args,
-    /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(CASES), hide = CASES.is_empty())]
-    brk: Option<breakit::Choice<Args>>,
-}
+const ABOUT: &str = "Step 03 of ibv_rc_pingpong: register a -s byte buffer as a memory region";
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
-    let Cli { args, brk } = Cli::parse();
+    let Cli { args, brk, .. } = Cli::<Args>::parse(ABOUT, env!("CARGO_BIN_NAME"), CASES);
     if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
     error::main(|| {
         let dev = open_device(&args.device.choice())?;

@@ -3,33 +3,23 @@
 //! New: stage 05, [`rdma_dissect::stages::modify_qp_rtr`]. Run a server (no host) and a
 //! client (with the server's host), like `ibv_rc_pingpong`; either may be the C tool.
 
-use clap::Parser;
 use rdma_dissect::breakit::{self, Case};
-use rdma_dissect::cli::StepArgs;
+use rdma_dissect::step::Cli;
 use rdma_dissect::error;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
-// The flags this step takes, and the mistakes it can make on purpose with `--break`.
+// The flags this step takes, the mistakes it can make on purpose with `--break`, and
+// what its `--help` says it does.
 type Args = rdma_dissect::cli::PingpongArgs;
 const CASES: &[Case<Args>] = &breakit::modify_qp_rtr::CASES;
-
-/// Step 05 of ibv_rc_pingpong: exchange LID/QPN/PSN/GID over TCP, then INIT→RTR.
-#[derive(Parser)]
-#[command(after_help = Args::after_help(env!("CARGO_BIN_NAME")))]
-struct Cli {
-    #[command(flatten)]
-    args: Args,
-    /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(CASES), hide = CASES.is_empty())]
-    brk: Option<breakit::Choice<Args>>,
-}
+const ABOUT: &str = "Step 05 of ibv_rc_pingpong: exchange LID/QPN/PSN/GID over TCP, then INIT→RTR";
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
-    let Cli { args, brk } = Cli::parse();
+    let Cli { args, brk, .. } = Cli::<Args>::parse(ABOUT, env!("CARGO_BIN_NAME"), CASES);
     if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
     error::main(|| {
         let dev = open_device(&args.device.choice())?;

@@ -3,9 +3,8 @@
 //! New: stage 08, [`rdma_dissect::stages::poll_cq`]: `rx_depth` receives and (with `-e`)
 //! an armed CQ before the exchange, then the timed loop and rc_pingpong's statistics.
 
-use clap::Parser;
 use rdma_dissect::breakit::{self, Case};
-use rdma_dissect::cli::StepArgs;
+use rdma_dissect::step::Cli;
 use rdma_dissect::error;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
@@ -14,24 +13,15 @@ use rdma_dissect::stages::poll_cq::{pingpong, prepare, print_stats, PingpongOpti
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
-// The flags this step takes, and the mistakes it can make on purpose with `--break`.
+// The flags this step takes, the mistakes it can make on purpose with `--break`, and
+// what its `--help` says it does.
 type Args = rdma_dissect::cli::PingpongArgs;
 const CASES: &[Case<Args>] = &[]; // 08's mistakes are 04's and 07's, met in a loop
-
-/// Step 08 of ibv_rc_pingpong: the full ping-pong loop, timed.
-#[derive(Parser)]
-#[command(after_help = Args::after_help(env!("CARGO_BIN_NAME")))]
-struct Cli {
-    #[command(flatten)]
-    args: Args,
-    /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(CASES), hide = CASES.is_empty())]
-    brk: Option<breakit::Choice<Args>>,
-}
+const ABOUT: &str = "Step 08 of ibv_rc_pingpong: the full ping-pong loop, timed";
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
-    let Cli { args, brk } = Cli::parse();
+    let Cli { args, brk, .. } = Cli::<Args>::parse(ABOUT, env!("CARGO_BIN_NAME"), CASES);
     if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
     error::main(|| {
         let dev = open_device(&args.device.choice())?;

@@ -4,9 +4,9 @@
 //! written to. The address message carries the server buffer's rkey and address in
 //! addition to rc_pingpong's fields, so both sides must run this step (not the C tool).
 
-use clap::Parser;
 use rdma_dissect::breakit::{self, Case};
-use rdma_dissect::cli::StepArgs;
+use rdma_dissect::cli::BwArgs;
+use rdma_dissect::step::Cli;
 use rdma_dissect::error;
 use rdma_dissect::exchange::Role;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
@@ -18,29 +18,15 @@ use rdma_dissect::stages::rdma_write::{
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::verbs::{ibv_access_flags, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE};
 
-// The flags this step takes, and the mistakes it can make on purpose with `--break`.
+// The flags this step takes, the mistakes it can make on purpose with `--break`, and
+// what its `--help` says it does.
 type Args = rdma_dissect::cli::PingpongArgs;
 const CASES: &[Case<Args>] = &breakit::rdma_write::CASES;
-
-/// Step 09: RDMA WRITE into the server's memory (rkey and address travel in an extended
-/// 78-byte address message: run 09 on both sides).
-#[derive(Parser)]
-#[command(after_help = Args::after_help(env!("CARGO_BIN_NAME")))]
-struct Cli {
-    #[command(flatten)]
-    args: Args,
-    /// Bandwidth mode (client): -n writes of -s bytes, up to 128 in flight, reported in
-    /// MiB/s like ib_write_bw
-    #[arg(long)]
-    bw: bool,
-    /// Make one of this step's characteristic mistakes on purpose (`--break help` lists them)
-    #[arg(long = "break", value_name = "CASE", value_parser = breakit::parser(CASES), hide = CASES.is_empty())]
-    brk: Option<breakit::Choice<Args>>,
-}
+const ABOUT: &str = "Step 09: RDMA WRITE into the server's memory (rkey and address travel in an extended 78-byte address message: run 09 on both sides)";
 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
-    let Cli { args, bw, brk } = Cli::parse();
+    let Cli { args, own: BwArgs { bw }, brk } = Cli::<Args, BwArgs>::parse(ABOUT, env!("CARGO_BIN_NAME"), CASES);
     if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
     let role = args.role();
     error::main(|| {

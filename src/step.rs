@@ -1,0 +1,63 @@
+//! What every step binary shares: its command line.
+//!
+//! A step names its flag group and its break cases once, and parses them with [`Cli`]:
+//!
+//! ```no_run
+//! use rdma_dissect::breakit::Case;
+//! use rdma_dissect::step::Cli;
+//!
+//! type Args = rdma_dissect::cli::PingpongArgs;
+//! const CASES: &[Case<Args>] = &rdma_dissect::breakit::modify_qp_rtr::CASES;
+//! const ABOUT: &str = "Step 05 of ibv_rc_pingpong: exchange LID/QPN/PSN/GID over TCP, then INIT→RTR";
+//!
+//! let Cli { args, brk, .. } = Cli::<Args>::parse(ABOUT, "05_modify_qp_rtr", CASES);
+//! ```
+//!
+//! The command is the group's flags, then flags of the step's own (`X`: only 09 has one,
+//! `--bw`), then `--break`, hidden on a step without cases so that every step has the same
+//! shape. It is built at run time rather than derived per step because `--break`'s values
+//! are the step's own `CASES`: one builder serves all nine steps, where a derived struct was
+//! the same twelve lines in each.
+
+use clap::{Arg, Args, Command, FromArgMatches};
+
+use crate::breakit::{self, Case, Choice};
+use crate::cli::StepArgs;
+
+/// A step's parsed command line: its flag group, its own flags, and `--break`.
+pub struct Cli<A: 'static, X = NoFlags> {
+    /// The flag group (`OpenArgs` … `PingpongArgs`).
+    pub args: A,
+    /// Flags of this step alone ([`NoFlags`] for all but 09).
+    pub own: X,
+    /// `--break`: a case to run, or `help`.
+    pub brk: Option<Choice<A>>,
+}
+
+/// The flags of a step that has none of its own.
+#[derive(Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoFlags {}
+
+impl<A: StepArgs + Send + Sync, X: Args + FromArgMatches> Cli<A, X> {
+    /// Parses the process's arguments as step `bin`'s, whose `--help` begins with `about`.
+    /// Like clap's derived `Parser::parse`, it prints help or an error and exits by itself.
+    pub fn parse(about: &'static str, bin: &str, cases: &'static [Case<A>]) -> Self {
+        // A flag group's doc comment becomes the command's about when it is added (a
+        // derived `Args` sets it): the step's own words go on last.
+        let command = X::augment_args(A::augment_args(Command::new(env!("CARGO_PKG_NAME"))));
+        let command = command.about(about).after_help(A::after_help(bin)).arg(
+            Arg::new("break")
+                .long("break")
+                .value_name("CASE")
+                .help("Make one of this step's characteristic mistakes on purpose (`--break help` lists them)")
+                .value_parser(breakit::parser(cases))
+                .hide(cases.is_empty()),
+        );
+        let mut matches = command.clone().get_matches();
+        let fail = |e: clap::Error| -> ! { e.format(&mut command.clone()).exit() };
+        let args = A::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| fail(e));
+        let own = X::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| fail(e));
+        let brk = matches.remove_one::<Choice<A>>("break");
+        Cli { args, own, brk }
+    }
+}
