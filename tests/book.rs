@@ -9,7 +9,7 @@
 //! - every "Run it" and "Break it" section includes the real output behind each of the
 //!   step's snapshots (`book/src/output/*.txt`), and each output redacts exactly to its
 //!   snapshot; every snapshot included directly has insta's YAML header cut off exactly;
-//! - the generated diffs (`book/gen-diffs`) are current, and so are "Run it"'s views of what
+//! - the generated diffs (`cargo xtask book`) are current, and so are "Run it"'s views of what
 //!   each stage adds to the trace (`book/src/added/`) and the ladder diagrams of the wire;
 //! - every Rust fence is `rust,ignore` (the code is compiled as the crate, not as doctests),
 //!   so `mdbook test book` has nothing to compile (tests/book_dom.rs runs `mdbook test` on
@@ -540,42 +540,19 @@ fn every_snapshot_include_skips_exactly_the_yaml_header() {
     assert!(n >= 5, "expected the 5 two-host snapshots at least, found {n} snapshot includes");
 }
 
+/// What `cargo xtask book` generates (`Generated`, from the same code), checked against the
+/// committed files: fails naming every stale one and the command that regenerates them.
+#[track_caller]
+fn assert_current(generated: Result<xtask::book::Generated, String>) -> xtask::book::Generated {
+    let generated = generated.unwrap_or_else(|e| panic!("{}: {e}", xtask::book::FIX));
+    let stale = generated.stale(&root());
+    assert!(stale.is_empty(), "{}\nrun `{}`", stale.join("\n"), xtask::book::FIX);
+    generated
+}
+
 #[test]
 fn generated_diffs_are_current() {
-    let fresh = temp_dir("diffs");
-    // Run through its own `#!` line (it is a bash script).
-    let status = Command::new(root().join("book/gen-diffs"))
-        .arg(&fresh)
-        .status()
-        .expect("run book/gen-diffs");
-    assert!(status.success(), "book/gen-diffs failed");
-    let list = |d: &Path| -> BTreeMap<String, String> {
-        fs::read_dir(d)
-            .map(|rd| {
-                rd.map(|e| e.unwrap().path())
-                    .map(|p| {
-                        (
-                            p.file_name().unwrap().to_string_lossy().to_string(),
-                            read(&p),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let committed = list(&book_src().join("generated"));
-    let fresh = list(&fresh);
-    assert_eq!(
-        committed.keys().collect::<Vec<_>>(),
-        fresh.keys().collect::<Vec<_>>(),
-        "book/src/generated/ is out of date: run book/gen-diffs"
-    );
-    for (name, text) in &fresh {
-        assert!(
-            committed[name] == *text,
-            "book/src/generated/{name} is out of date: run book/gen-diffs"
-        );
-    }
+    assert_current(xtask::book::diffs::generate(&root(), &common::steps()));
     // The first step shows its whole file, every later one its diff.
     let first = &bins()[0];
     assert!(
