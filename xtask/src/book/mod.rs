@@ -7,11 +7,16 @@
 //! ```
 //!
 //! - `book/src/generated/`: "What changed since the previous step", the diff of each step
-//!   from the one it is built on, and the first step's whole file ([`diffs`]).
+//!   from the one it is built on, and the first step's whole file ([`diffs`]);
+//! - `book/src/diagrams/ladder-*.svg`: the ladder diagrams of the wire, drawn from the
+//!   two-host captures ([`ladder`]);
+//! - `book/src/added/`: "Run it"'s views of what each stage adds to the trace ([`added`]).
 //!
 //! `tests/book.rs` runs the same [`Generated::stale`] check with plain `cargo test`.
 
+pub mod added;
 pub mod diffs;
+pub mod ladder;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -81,7 +86,7 @@ impl Generated {
 /// Every generated part of the book, from the project at `root`.
 pub fn all(root: &Path) -> Result<Vec<Generated>, String> {
     let steps = testkit::steps();
-    Ok(vec![diffs::generate(root, &steps)?])
+    Ok(vec![diffs::generate(root, &steps)?, ladder::generate(root)?, added::generate(root, &steps)?])
 }
 
 /// `book [--check]`.
