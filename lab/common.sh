@@ -63,14 +63,13 @@ lab_log() { [ "${verbose:-0}" = 1 ] && echo "lab: $*" >&2; return 0; }
 # those that run as one process (01–04) and LAB_STEPS_PAIR with those that run as a server
 # and a client (05–09). Arrays rather than lines to read back: set -e does not see a failure
 # inside `for step in $(…)` or `< <(…)`, and a list that could not be read must not pass for
-# an empty one. LAB_STEP_BASE maps a step to the one it is built on (the third column, else
-# the previous step), for the book's diffs.
+# an empty one. The third column, the step a step is built on, is for the book's diffs
+# (`cargo xtask book`, through testkit); here it only has to name a step listed before.
 lab_steps() {
-    local list bin roles base rest prev=
+    local list bin roles base rest
     list=$(dirname "${BASH_SOURCE[0]}")/../steps/list.txt
     if ! [ -r "$list" ]; then echo "lab: cannot read $list, the list of steps" >&2; return 1; fi
     LAB_STEPS=() LAB_STEPS_ALONE=() LAB_STEPS_PAIR=()
-    declare -gA LAB_STEP_BASE=()
     while read -r bin roles base rest || [ -n "$bin" ]; do
         case $bin in '' | '#'*) continue ;; esac
         case $roles in
@@ -83,10 +82,7 @@ lab_steps() {
             echo "lab: $list: step $bin: base '$base' is not a step listed before it" >&2
             return 1
         fi
-        [ -n "$base" ] || base=$prev
-        LAB_STEP_BASE[$bin]=$base
         LAB_STEPS+=("$bin")
-        prev=$bin
     done <"$list"
     if [ ${#LAB_STEPS[@]} = 0 ]; then echo "lab: $list lists no step" >&2; return 1; fi
 }

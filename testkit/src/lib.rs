@@ -814,6 +814,9 @@ pub struct Step {
     pub bin: String,
     /// Runs as a server and a client (05–09), not as one process.
     pub pair: bool,
+    /// The step this one is built on, for the book's "what changed" diff (`cargo xtask
+    /// book`): the third column, else the previous step; None for the first.
+    pub base: Option<String>,
 }
 
 impl Step {
@@ -835,8 +838,6 @@ pub fn steps() -> Vec<Step> {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut steps: Vec<Step> = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        // The third column, the step a step is built on, is book/gen-diffs' (through
-        // lab_steps); here it only has to name a step listed before.
         let (bin, roles, base) = match line.split_whitespace().collect::<Vec<_>>()[..] {
             [bin, roles] => (bin, roles, None),
             [bin, roles, base] => (bin, roles, Some(base)),
@@ -852,7 +853,8 @@ pub fn steps() -> Vec<Step> {
         if let Some(base) = base {
             assert!(steps.iter().any(|s| s.bin == base), "{}: `{line}`: base `{base}` is not a step listed before", path.display());
         }
-        steps.push(Step { bin: bin.to_string(), pair });
+        let base = base.map(str::to_string).or_else(|| steps.last().map(|s| s.bin.clone()));
+        steps.push(Step { bin: bin.to_string(), pair, base });
     }
     assert!(!steps.is_empty(), "{} lists no step", path.display());
     steps

@@ -9,7 +9,7 @@
 //! goes on the wire" sections include. Two lessons only two hosts can teach follow: a path
 //! MTU above the link's, and a host that dies mid-run. Three break-it cases close the file,
 //! seen on the wire: an RNR NAK and its retry, a PSN sequence NAK, and a retransmission
-//! after the ACK timeout. tests/no_device/book.rs draws the book's ladder diagrams from these
+//! after the ACK timeout. `cargo xtask book` draws the book's ladder diagrams from these
 //! snapshots. Snapshots go through the shared redaction table (testkit).
 
 use testkit as common;

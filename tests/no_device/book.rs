@@ -9,8 +9,9 @@
 //! - every "Run it" and "Break it" section includes the real output behind each of the
 //!   step's snapshots (`book/src/output/*.txt`), and each output redacts exactly to its
 //!   snapshot; every snapshot included directly has insta's YAML header cut off exactly;
-//! - the generated diffs (`book/gen-diffs`) are current, and so are "Run it"'s views of what
-//!   each stage adds to the trace (`book/src/added/`) and the ladder diagrams of the wire;
+//! - the files `cargo xtask book` generates are current, by its own check: the step diffs,
+//!   "Run it"'s views of what each stage adds to the trace (`book/src/added/`) and the
+//!   ladder diagrams of the wire;
 //! - every Rust fence is `rust,ignore` (the code is compiled as the crate, not as doctests),
 //!   so `mdbook test book` has nothing to compile (tests/host_vms/book_dom.rs runs `mdbook test` on
 //!   the host: it starts one rustdoc per chapter, ~1 min under the lab VM's emulated CPU);
@@ -540,42 +541,19 @@ fn every_snapshot_include_skips_exactly_the_yaml_header() {
     assert!(n >= 5, "expected the 5 two-host snapshots at least, found {n} snapshot includes");
 }
 
+/// What `cargo xtask book` generates (`Generated`, from the same code), checked against the
+/// committed files: fails naming every stale one and the command that regenerates them.
+#[track_caller]
+fn assert_current(generated: Result<xtask::book::Generated, String>) -> xtask::book::Generated {
+    let generated = generated.unwrap_or_else(|e| panic!("{}: {e}", xtask::book::FIX));
+    let stale = generated.stale(&root());
+    assert!(stale.is_empty(), "{}\nrun `{}`", stale.join("\n"), xtask::book::FIX);
+    generated
+}
+
 #[test]
 fn generated_diffs_are_current() {
-    let fresh = temp_dir("diffs");
-    // Run through its own `#!` line (it is a bash script).
-    let status = Command::new(root().join("book/gen-diffs"))
-        .arg(&fresh)
-        .status()
-        .expect("run book/gen-diffs");
-    assert!(status.success(), "book/gen-diffs failed");
-    let list = |d: &Path| -> BTreeMap<String, String> {
-        fs::read_dir(d)
-            .map(|rd| {
-                rd.map(|e| e.unwrap().path())
-                    .map(|p| {
-                        (
-                            p.file_name().unwrap().to_string_lossy().to_string(),
-                            read(&p),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let committed = list(&book_src().join("generated"));
-    let fresh = list(&fresh);
-    assert_eq!(
-        committed.keys().collect::<Vec<_>>(),
-        fresh.keys().collect::<Vec<_>>(),
-        "book/src/generated/ is out of date: run book/gen-diffs"
-    );
-    for (name, text) in &fresh {
-        assert!(
-            committed[name] == *text,
-            "book/src/generated/{name} is out of date: run book/gen-diffs"
-        );
-    }
+    assert_current(xtask::book::diffs::generate(&root(), &common::steps()));
     // The first step shows its whole file, every later one its diff.
     let first = &bins()[0];
     assert!(
@@ -865,254 +843,35 @@ fn flag_reference_agrees_with_cli_rs() {
     );
 }
 
-/// The ladder (sequence) diagrams of the wire, `book/src/diagrams/ladder-*.svg`: each drawn
-/// from a two-host snapshot of decoded packets (`tests/host_vms/two_hosts.rs`, from the capture of a
-/// real run), so a diagram shows what the capture showed and cannot drift from it.
-/// Regenerated with `RDMA_DISSECT_BOOK=write cargo test --test book ladder`.
-const LADDERS: &[(&str, &str, &str)] = &[
-    ("two_hosts__wire-07_post_send", "ladder-07.svg", "07: one SEND each way (each direction in PSN order)"),
-    ("two_hosts__wire-08_poll_cq", "ladder-08.svg", "08: three round trips of the ping-pong, in time order"),
-    ("two_hosts__wire-09_rdma_write", "ladder-09.svg", "09: an RDMA WRITE and its WRITE WITH IMMEDIATE notice"),
-    (
-        "two_hosts__break-07_post_send-no-recv-rnr-retry",
-        "ladder-rnr-nak.svg",
-        "07 --break no-recv-rnr-retry: RNR NAK, one retry, RNR NAK again",
-    ),
-    (
-        "two_hosts__break-06_modify_qp_rts-wrong-sq-psn",
-        "ladder-psn-nak.svg",
-        "06 --break wrong-sq-psn: one PSN sequence NAK, then silence",
-    ),
-    (
-        "two_hosts__break-05_modify_qp_rtr-wrong-dest-qpn",
-        "ladder-ack-timeout.svg",
-        "05 --break wrong-dest-qpn: no answer; a retry after the ACK timeout",
-    ),
-];
-
-/// What an AETH syndrome says, in words (bits 6–5: the type; bits 4–0: its value).
-fn aeth_words(syndrome: u8) -> String {
-    let value = syndrome & 0x1f;
-    match (syndrome >> 5) & 3 {
-        0 => "ACK".to_string(),
-        1 => format!("RNR NAK (retry after timer code {value})"),
-        3 => match value {
-            0 => "NAK: PSN sequence error".to_string(),
-            1 => "NAK: invalid request".to_string(),
-            2 => "NAK: remote access error".to_string(),
-            3 => "NAK: remote operational error".to_string(),
-            v => format!("NAK {v}"),
-        },
-        _ => format!("AETH 0x{syndrome:02x}"),
-    }
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
-/// One packet line of a two-host snapshot (`client → server  RC Send Only  PSN client+0 …`)
-/// as (from the client?, label, kind: "req", "ack" or "nak").
-fn ladder_row(line: &str) -> (bool, String, &'static str) {
-    let (who, rest) = line.split_once("  ").expect("who → whom, then the packet");
-    let from_client = who.trim_start().starts_with("client");
-    let (opcode, psn_and_more) = rest.trim().split_once(" PSN ").expect("a PSN on every packet");
-    let mut words = psn_and_more.split_whitespace();
-    let psn = words.next().unwrap();
-    let mut label = format!("{} · PSN {psn}", opcode.trim().trim_start_matches("RC "));
-    let mut kind = if opcode.contains("Acknowledge") { "ack" } else { "req" };
-    for w in words {
-        if let Some(s) = w.strip_prefix("syndrome=0x") {
-            let syndrome = u8::from_str_radix(s, 16).unwrap();
-            if syndrome >> 5 != 0 {
-                kind = "nak";
-            }
-            label = format!("{} · PSN {psn}", aeth_words(syndrome));
-        } else if let Some(m) = w.strip_prefix("msn=") {
-            label += &format!(" · MSN {m}");
-        } else if w == "RETH" {
-            label += " · RETH";
-        } else if let Some(l) = w.strip_prefix("len=") {
-            label += &format!(" len {l}");
-        } else if let Some(i) = w.strip_prefix("imm=") {
-            label += &format!(" · imm {i}");
-        } else if w == "ack-req" {
-            label += " · ack-req";
-        }
-    }
-    (from_client, label, kind)
-}
-
-/// A ladder diagram: the client's and the server's lifelines, one arrow per packet, time
-/// flowing down.
-fn ladder_svg(title: &str, packets: &[String]) -> String {
-    let (left, right, top, step) = (140, 500, 78, 34);
-    let height = top + step * packets.len() + 30;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"{height}\" viewBox=\"0 0 640 {height}\" \
-         font-family=\"monospace\" font-size=\"12\">\n\
-         <title>{}</title>\n\
-         <defs><marker id=\"head\" markerWidth=\"8\" markerHeight=\"8\" refX=\"7\" refY=\"4\" orient=\"auto\">\
-         <path d=\"M0,0 L8,4 L0,8 z\" fill=\"context-stroke\"/></marker></defs>\n\
-         <rect width=\"640\" height=\"{height}\" fill=\"white\"/>\n\
-         <text x=\"320\" y=\"20\" text-anchor=\"middle\" font-weight=\"bold\">{}</text>\n\
-         <text x=\"{left}\" y=\"48\" text-anchor=\"middle\">client (h2, 192.0.2.2)</text>\n\
-         <text x=\"{right}\" y=\"48\" text-anchor=\"middle\">server (h1, 192.0.2.1)</text>\n\
-         <line x1=\"{left}\" y1=\"56\" x2=\"{left}\" y2=\"{}\" stroke=\"#555\"/>\n\
-         <line x1=\"{right}\" y1=\"56\" x2=\"{right}\" y2=\"{}\" stroke=\"#555\"/>\n",
-        xml_escape(title),
-        xml_escape(title),
-        height - 10,
-        height - 10
-    );
-    for (i, line) in packets.iter().enumerate() {
-        let (from_client, label, kind) = ladder_row(line);
-        let (x1, x2) = if from_client { (left, right) } else { (right, left) };
-        let y = top + step * i;
-        let color = match kind {
-            "req" => "#1f5fa8",
-            "ack" => "#777777",
-            _ => "#c0392b",
-        };
-        svg += &format!(
-            "<text x=\"320\" y=\"{}\" text-anchor=\"middle\" fill=\"{color}\">{}</text>\n\
-             <line x1=\"{x1}\" y1=\"{y}\" x2=\"{}\" y2=\"{}\" stroke=\"{color}\" stroke-width=\"1.5\" marker-end=\"url(#head)\"/>\n",
-            y - 4,
-            xml_escape(&label),
-            if from_client { x2 - 2 } else { x2 + 2 },
-            y + 14
-        );
-    }
-    svg + "</svg>\n"
-}
-
+/// The ladder diagrams of the wire (`book/src/diagrams/ladder-*.svg`), drawn by `cargo xtask
+/// book` from the two-host captures, are current and every one is shown.
 #[test]
 fn ladder_diagrams_are_drawn_from_the_two_host_captures() {
-    let write = std::env::var("RDMA_DISSECT_BOOK").is_ok_and(|v| v == "write");
     let chapters: String = fs::read_dir(book_src())
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "md"))
         .map(|p| read(&p))
         .collect();
-    for (snapshot, svg_name, title) in LADDERS {
-        let snap = read(&root().join(format!("tests/snapshots/{snapshot}.snap")));
-        // The packets: the snapshot's lines after insta's header, up to the first that is
-        // not a packet (the host-dies view goes on with prose).
-        let packets: Vec<String> = snap
-            .splitn(3, "---\n")
-            .nth(2)
-            .expect("insta's header")
-            .lines()
-            .take_while(|l| l.contains(" → ") && l.contains(" PSN "))
-            .map(str::to_string)
-            .collect();
-        assert!(!packets.is_empty(), "{snapshot} has no packets");
-        let svg = ladder_svg(title, &packets);
-        let path = book_src().join("diagrams").join(svg_name);
-        if write {
-            fs::write(&path, &svg).unwrap();
-        }
-        assert_eq!(
-            fs::read_to_string(&path).unwrap_or_default(),
-            svg,
-            "book/src/diagrams/{svg_name} is not drawn from {snapshot}: \
-             RDMA_DISSECT_BOOK=write cargo test --test book ladder"
-        );
+    assert_current(xtask::book::ladder::generate(&root()));
+    for (_, svg_name, _) in xtask::book::ladder::LADDERS {
         assert!(chapters.contains(&format!("(diagrams/{svg_name})")), "no chapter shows diagrams/{svg_name}");
     }
 }
 
-/// "Run it" shows first what the stage adds: each step's real trace with the lines the
-/// previous step printed too folded into one `⋮ N lines as in …` line, generated into
-/// `book/src/added/` from `book/src/output/` (the whole trace follows, folded, in a
-/// `<details>`). A line counts as printed before when it matches one of the previous
-/// step's lines but for its numbers (QPNs, keys, addresses and counts change from run to
-/// run and step to step). Regenerated with `RDMA_DISSECT_BOOK=write cargo test --test book
-/// added`.
+/// "Run it" shows first what the stage adds (`book/src/added/`, generated by `cargo xtask
+/// book` from `book/src/output/`): the views are current, and each step's chapter shows its
+/// own.
 #[test]
 fn run_it_shows_what_each_stage_adds() {
-    let write = std::env::var("RDMA_DISSECT_BOOK").is_ok_and(|v| v == "write");
-    let outputs = book_src().join("output");
-    let added = book_src().join("added");
-    if write {
-        fs::create_dir_all(&added).unwrap();
-    }
-    // Numbers become '#': hex after 0x, then decimal runs.
-    let shape = |line: &str| -> String {
-        let mut out = String::new();
-        let mut chars = line.trim_end().chars().peekable();
-        while let Some(c) = chars.next() {
-            if c == '0' && chars.peek() == Some(&'x') {
-                chars.next();
-                out.push_str("0x#");
-                while chars.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
-                    chars.next();
-                }
-            } else if c.is_ascii_digit() {
-                out.push('#');
-                while chars.peek().is_some_and(|c| c.is_ascii_digit()) {
-                    chars.next();
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    };
     let steps = bins();
     assert_eq!(steps.len(), 9, "{steps:?}");
-    for pair in steps.windows(2) {
-        let (prev, step) = (&pair[0], &pair[1]);
-        let roles: &[&str] = if outputs.join(format!("steps__{step}.txt")).exists() { &[""] } else { &["-server", "-client"] };
+    let added = assert_current(xtask::book::added::generate(&root(), &common::steps()));
+    for (name, _) in &added.files {
+        // steps__<bin>[-server|-client].txt
+        let step = name["steps__".len()..name.len() - ".txt".len()].trim_end_matches("-server").trim_end_matches("-client");
         let chapter = read(&book_src().join(format!("{step}.md")));
-        for role in roles {
-            let name = format!("steps__{step}{role}.txt");
-            let prev_file = [format!("steps__{prev}{role}.txt"), format!("steps__{prev}.txt")]
-                .into_iter()
-                .find(|f| outputs.join(f).exists())
-                .unwrap_or_else(|| panic!("no output of {prev} to compare {name} with"));
-            let mut before: BTreeMap<String, usize> = BTreeMap::new();
-            for l in read(&outputs.join(&prev_file)).lines() {
-                *before.entry(shape(l)).or_default() += 1;
-            }
-            let mut view = String::new();
-            let mut folded = 0;
-            let mut new_lines = 0;
-            let fold = |view: &mut String, folded: &mut usize| {
-                if *folded > 0 {
-                    let s = if *folded == 1 { "" } else { "s" };
-                    view.push_str(&format!("  ⋮ {folded} line{s} as in {prev}\n"));
-                    *folded = 0;
-                }
-            };
-            for line in read(&outputs.join(&name)).lines() {
-                match before.get_mut(&shape(line)) {
-                    Some(n) if *n > 0 => {
-                        *n -= 1;
-                        folded += 1;
-                    }
-                    _ => {
-                        fold(&mut view, &mut folded);
-                        view.push_str(line);
-                        view.push('\n');
-                        new_lines += 1;
-                    }
-                }
-            }
-            fold(&mut view, &mut folded);
-            assert!(new_lines > 0, "{name} prints nothing {prev} did not");
-            let path = added.join(&name);
-            if write {
-                fs::write(&path, &view).unwrap();
-            }
-            assert_eq!(
-                fs::read_to_string(&path).unwrap_or_default(),
-                view,
-                "book/src/added/{name} is not current: RDMA_DISSECT_BOOK=write cargo test --test book added"
-            );
-            assert!(chapter.contains(&format!("{{{{#include added/{name}}}}}")), "{step}.md does not show added/{name}");
-        }
+        assert!(chapter.contains(&format!("{{{{#include added/{name}}}}}")), "{step}.md does not show added/{name}");
     }
 }
 

@@ -1,28 +1,18 @@
-//! rdma-dissect's own tooling, run as `cargo xtask …` (an alias in `.cargo/config.toml`).
-//!
-//! ```text
-//! cargo xtask bench table RAW         the headline table of a lab/bench run (Markdown)
-//! cargo xtask bench sweep-table RAW   a sweep's table, its fits and rxe's cost per packet
-//! cargo xtask bench sweep-plot RAW    a sweep's three-panel plot (SVG)
-//! cargo xtask exercise …              the classroom kit: a student's copy of a stage, and
-//!                                     grading it on the device (see exercise.rs)
-//! ```
-//!
-//! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what
-//! is computed from it lives here, with unit tests, and prints on stdout. `lab/exercise`
-//! and `lab/check` run the exercise kit.
-
-mod bench;
-mod exercise;
+//! `cargo xtask …`: the subcommands of the library's crate doc, dispatched.
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask exercise …";
+use xtask::{bench, book, exercise};
+
+const USAGE: &str =
+    "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask book [--check] | cargo xtask exercise …";
 
 fn main() -> ExitCode {
     let owned: Vec<String> = std::env::args().skip(1).collect();
-    if owned.first().map(String::as_str) == Some("exercise") {
-        return exercise::main(&owned[1..]);
+    match owned.first().map(String::as_str) {
+        Some("exercise") => return exercise::main(&owned[1..]),
+        Some("book") => return book::main(&owned[1..]),
+        _ => {}
     }
     let args: Vec<&str> = owned.iter().map(String::as_str).collect();
     let result = match args[..] {

@@ -1,0 +1,20 @@
+//! rdma-dissect's own tooling, run as `cargo xtask …` (an alias in `.cargo/config.toml`).
+//!
+//! ```text
+//! cargo xtask bench table RAW         the headline table of a lab/bench run (Markdown)
+//! cargo xtask bench sweep-table RAW   a sweep's table, its fits and rxe's cost per packet
+//! cargo xtask bench sweep-plot RAW    a sweep's three-panel plot (SVG)
+//! cargo xtask book [--check]          the book's generated files: write them, or name the
+//!                                     stale ones (see book/)
+//! cargo xtask exercise …              the classroom kit: a student's copy of a stage, and
+//!                                     grading it on the device (see exercise.rs)
+//! ```
+//!
+//! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what
+//! is computed from it lives here, with unit tests, and prints on stdout. `lab/exercise`
+//! and `lab/check` run the exercise kit. A library as well as a binary, so `tests/no_device/book.rs`
+//! checks the book's generated files with the very code that writes them.
+
+pub mod bench;
+pub mod book;
+pub mod exercise;
