@@ -6,7 +6,7 @@
 //! [`PingpongArgs`]. Each group is a [`StepArgs`]: it knows how its steps run, which sets
 //! the footer of their `--help` and the role their break cases see.
 //!
-//! A step flattens its group into its command line with [`crate::step::Cli`], which adds
+//! A step flattens its group into its command line with `step::Cli`, which adds
 //! `--break`.
 //!
 //! Defaults are those of rc_pingpong.c's `main` (not of its man page, which claims `-r`

@@ -1,20 +1,25 @@
-//! Step 09's mistakes: the permissions and addresses of an RDMA WRITE.
+//! Step 09's mistakes: the permissions and addresses of an RDMA WRITE, and a writer that
+//! never asks for a completion.
+
+use std::time::{Duration, Instant};
 
 use super::{Case, Side, Stack};
 use crate::cli::PingpongArgs;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::exchange::Role;
-use crate::stages::create_qp::QpOptions;
+use crate::poll::check_wc;
+use crate::stages::create_qp::{QpOptions, Queues};
 use crate::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::modify_qp_rts;
 use crate::stages::rdma_write::{
-    await_notice_and_verify, local_rdma_dest, post_notice_recv, write_and_notify, TX_DEPTH,
+    await_notice_and_verify, fill_pattern, local_rdma_dest, post_notice_recv, rdma_write, write_and_notify, TX_DEPTH,
 };
-use crate::verbs::{ibv_access_flags, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE};
+use crate::trace;
+use crate::verbs::{ibv_access_flags, ibv_send_flags, Mr, WC_ZERO, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_SEND_SIGNALED};
 use crate::wire::RdmaDest;
 
 /// The cases of `09_rdma_write --break`.
-pub static CASES: [Case<PingpongArgs>; 4] = [
+pub static CASES: [Case<PingpongArgs>; 5] = [
     Case {
         name: "mr-without-remote-write",
         summary: "the server registers its buffer without IBV_ACCESS_REMOTE_WRITE",
@@ -66,6 +71,21 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
         fix: "keep remote_addr + length within the range the target registered",
         run: write_past_end,
     },
+    Case {
+        name: "never-signal",
+        summary: "the client posts -n RDMA WRITEs, the notice too, none with IBV_SEND_SIGNALED",
+        side: Side::Client,
+        rule: "a send WR without IBV_SEND_SIGNALED makes no completion when it succeeds, and by\n\
+               the spec its send-queue slot is the sender's again only once a later signaled\n\
+               WR's completion is polled: a sender that never signals cannot learn that its\n\
+               writes are done, and its queue fills after max_send_wr posts (ibv_post_send then\n\
+               fails, ENOMEM on most providers). rxe frees the slot of every WR it finishes,\n\
+               signaled or not, so here the posts go on; the missing completion remains",
+        code: "src/breakit/rdma_write.rs never_signal: send_flags without IBV_SEND_SIGNALED; the\n\
+               correct rule is in src/stages/rdma_write.rs bandwidth (SIGNAL_EVERY)",
+        fix: "signal at least one WR in every max_send_wr, and the one whose end you wait for",
+        run: never_signal,
+    },
 ];
 
 /// Step 09's flow, with the server's MR and QP access given and the client writing to
@@ -75,6 +95,21 @@ fn write_with(
     server_mr_access: ibv_access_flags,
     server_qp_access: ibv_access_flags,
     target: impl FnOnce(RdmaDest, u32) -> RdmaDest,
+) -> Result<()> {
+    let timeout = args.timeout();
+    flow_with(args, server_mr_access, server_qp_access, |q, mr, size, remote| {
+        let remote = target(*remote, mr.lkey());
+        write_and_notify(q, mr, size, &remote, timeout)
+    })
+}
+
+/// Step 09's flow, with the server's MR and QP access given, and `client` doing the
+/// writer's part once the QP is connected.
+fn flow_with(
+    args: &PingpongArgs,
+    server_mr_access: ibv_access_flags,
+    server_qp_access: ibv_access_flags,
+    client: impl FnOnce(&Queues, &mut Mr, u32, &RdmaDest) -> Result<()>,
 ) -> Result<()> {
     let size = args.buffer.size;
     let role = args.role();
@@ -100,12 +135,44 @@ fn write_with(
     modify_qp_rts(&s.q.qp, local.dest.psn)?;
     let remote = exchange.finish()?;
     match role {
-        Role::Client { .. } => {
-            let remote = target(remote, s.mr.lkey());
-            write_and_notify(&s.q, &mut s.mr, size, &remote, args.timeout())
-        }
+        Role::Client { .. } => client(&s.q, &mut s.mr, size, &remote),
         Role::Server => await_notice_and_verify(&s.q, &s.mr, size, args.timeout()),
     }
+}
+
+/// The writer posts `-n` writes back to back with no `IBV_SEND_SIGNALED` at all, the
+/// notice too, then waits for the notice's completion.
+fn never_signal(args: &PingpongArgs) -> Result<()> {
+    let (iters, timeout) = (args.iters, args.timeout());
+    flow_with(args, IBV_ACCESS_REMOTE_WRITE, IBV_ACCESS_REMOTE_WRITE, |q, mr, size, remote| {
+        let unsignaled = ibv_send_flags(q.send_flags.0 & !IBV_SEND_SIGNALED.0);
+        fill_pattern(mr);
+        let mute = trace::mute();
+        let mut posted = 0;
+        let result: Result<()> = (0..iters).try_for_each(|i| {
+            rdma_write(&q.qp, mr, size, remote, (i == iters - 1).then_some(iters), unsignaled)?;
+            posted += 1;
+            Ok(())
+        });
+        drop(mute);
+        trace::event("ibv_post_send").kv("posted", posted).kv("of", iters).kv("signaled", 0).emit();
+        result?;
+        // Poll as 09 would for the notice's completion, until --timeout.
+        let deadline = Instant::now() + timeout;
+        let mut wc = [WC_ZERO; 1];
+        while Instant::now() < deadline {
+            if q.cq.poll(&mut wc)? > 0 {
+                return check_wc(&wc[0]); // an unsignaled WR that fails still completes
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(Error::new("ibv_poll_cq").cause(format!(
+            "no completion within {} s, and none will come: all {iters} writes, the notice\n\
+             too, were posted without IBV_SEND_SIGNALED, and a WR that succeeds unsignaled\n\
+             makes no completion. The writer cannot tell whether its writes are done",
+            timeout.as_secs()
+        )))
+    })
 }
 
 fn mr_without_remote_write(args: &PingpongArgs) -> Result<()> {

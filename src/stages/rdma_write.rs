@@ -23,6 +23,14 @@
 //! **Bandwidth mode (`--bw`).** The writer keeps up to [`TX_DEPTH`] writes in flight
 //! (perftest's default send queue depth), posts `-n` writes of `-s` bytes, the last one
 //! WITH_IMM, and reports MiB/s as `ib_write_bw` does in its `BW average[MiB/sec]` column.
+//!
+//! **Selective signaling.** A send WR without `IBV_SEND_SIGNALED` (on a QP created with
+//! `sq_sig_all = 0`) makes no completion when it succeeds. Completions of one send queue
+//! come in the order the WRs were posted, so a signaled completion also says that every
+//! unsignaled WR before it has finished: its slots in the send queue may be reused. The
+//! bandwidth mode signals one write in [`SIGNAL_EVERY`], as every real sender does, and
+//! polls a hundredth of the completions. (An unsignaled WR that *fails* still completes,
+//! with its error: errors are never silent.)
 
 use std::time::{Duration, Instant};
 
@@ -35,12 +43,19 @@ use crate::stages::modify_qp_rtr::local_dest;
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::{
     self, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_send_wr_imm, ibv_send_wr_rdma,
-    ibv_send_wr_wr, ibv_sge, Mr, Qp, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+    ibv_send_wr_wr, ibv_sge, Mr, Qp, IBV_SEND_SIGNALED, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
 };
 use crate::wire::RdmaDest;
 
 /// Send queue depth of the bandwidth mode: perftest's default `--tx-depth` (128).
 pub const TX_DEPTH: u32 = 128;
+/// In the bandwidth mode, one write in `SIGNAL_EVERY` (and the last) asks for a
+/// completion: perftest's default `--cq-mod`, so that ours and `ib_write_bw` poll the same
+/// number of completions for the same bytes. It must not exceed [`TX_DEPTH`]: the writer
+/// reclaims its send queue only from signaled completions, so every [`TX_DEPTH`] writes in
+/// a row must hold a signaled one, or the queue fills with writes it can never see finish.
+pub const SIGNAL_EVERY: u32 = 100;
+const _: () = assert!(SIGNAL_EVERY <= TX_DEPTH);
 /// `wr_id` of the data writes.
 pub const RDMA_WRITE_WRID: u64 = 3;
 /// `wr_id` of the WRITE WITH IMMEDIATE that ends a transfer.
@@ -60,7 +75,7 @@ pub fn write_pattern_byte(i: usize) -> u8 {
 }
 
 /// The writer fills its whole buffer with [`write_pattern_byte`].
-fn fill_pattern(mr: &mut Mr) {
+pub fn fill_pattern(mr: &mut Mr) {
     let pattern: Vec<u8> = (0..mr.len()).map(write_pattern_byte).collect();
     mr.write(0, &pattern);
 }
@@ -161,27 +176,32 @@ pub fn verify(buf: &[u8], size: usize) -> Result<()> {
 }
 
 // ANCHOR: bw
-/// Writer, `--bw`: `iters` writes of `size` bytes, at most [`TX_DEPTH`] in flight, the last
-/// WITH IMMEDIATE (`imm` = `iters`). Prints perftest's columns.
+/// Writer, `--bw`: `iters` writes of `size` bytes, at most [`TX_DEPTH`] in flight, one in
+/// [`SIGNAL_EVERY`] signaled, the last WITH IMMEDIATE (`imm` = `iters`) and signaled.
+/// Prints perftest's columns.
 pub fn bandwidth(q: &Queues, mr: &mut Mr, size: u32, iters: u32, remote: &RdmaDest) -> Result<()> {
     let Queues { qp, cq, send_flags, .. } = q;
     let send_flags = *send_flags;
     fill_pattern(mr);
+    let unsignaled = ibv_send_flags(send_flags.0 & !IBV_SEND_SIGNALED.0);
     let mut wc = [verbs::WC_ZERO; 16];
     let (mut posted, mut completed) = (0u32, 0u32);
     let mute = trace::mute();
     let start = Instant::now();
     while completed < iters {
         while posted < iters && posted - completed < TX_DEPTH {
-            let imm = (posted == iters - 1).then_some(iters);
-            rdma_write(qp, mr, size, remote, imm, send_flags)?;
+            let last = posted == iters - 1;
+            let signaled = last || (posted + 1) % SIGNAL_EVERY == 0;
+            let flags = if signaled { send_flags } else { unsignaled };
+            rdma_write(qp, mr, size, remote, last.then_some(iters), flags)?;
             posted += 1;
         }
         let ne = cq.poll(&mut wc)?;
         for wc in &wc[..ne] {
             check_wc(wc)?;
+            // This completion frees its own write and the unsignaled ones before it.
+            completed = if wc.wr_id() == WRITE_IMM_WRID { iters } else { completed + SIGNAL_EVERY };
         }
-        completed += ne as u32;
     }
     let secs = start.elapsed().as_secs_f64();
     drop(mute);
