@@ -28,10 +28,7 @@ fn main() -> std::io::Result<()> {
     // ANCHOR: setup
     // 01–04: open the first device, a PD, one CQ, an RC QP (still in RESET).
     let devices = ibverbs::devices()?; // ibv_get_device_list
-    let device = devices
-        .iter()
-        .next()
-        .expect("no RDMA device (see the book: Getting a device)");
+    let device = devices.iter().next().expect("no RDMA device (see the book: Getting a device)");
     let ctx = device.open()?; // ibv_open_device + ibv_query_port(1) + the whole GID table
     let pd = ctx.alloc_pd()?; // ibv_alloc_pd
     let cq = ctx.create_cq(16, 0)?; // ibv_create_cq, no completion channel
@@ -77,11 +74,9 @@ fn main() -> std::io::Result<()> {
         let done = cq.poll(&mut wc)?;
         if let Some(c) = done.first() {
             match c.error() {
-                None => println!(
-                    "completion wr_id={} ok, buffer starts {:?}",
-                    c.wr_id(),
-                    String::from_utf8_lossy(&mr[..5])
-                ),
+                None => {
+                    println!("completion wr_id={} ok, buffer starts {:?}", c.wr_id(), String::from_utf8_lossy(&mr[..5]))
+                }
                 Some((status, vendor)) => {
                     println!("completion failed: status {status} vendor {vendor:#x}")
                 }
@@ -98,9 +93,7 @@ fn swap_endpoints(
     reader: &mut impl BufRead,
     local: ibverbs::QueuePairEndpoint,
 ) -> std::io::Result<ibverbs::QueuePairEndpoint> {
-    let gid: u128 = local.gid.map_or(0, |g| {
-        (u128::from(g.subnet_prefix()) << 64) | u128::from(g.interface_id())
-    });
+    let gid: u128 = local.gid.map_or(0, |g| (u128::from(g.subnet_prefix()) << 64) | u128::from(g.interface_id()));
     writeln!(stream, "{:04x}:{:06x}:{:032x}", local.lid, local.num, gid)?;
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -111,12 +104,7 @@ fn swap_endpoints(
     let num = u32::from_str_radix(field()?, 16).map_err(|_| bad())?;
     let gid = u128::from_str_radix(field()?, 16).map_err(|_| bad())?;
     // The same rule as rc_pingpong: a zero GID means "no GRH".
-    let gid = (gid != 0).then(|| {
-        ibverbs_sys::ibv_gid {
-            raw: gid.to_be_bytes(),
-        }
-        .into()
-    });
+    let gid = (gid != 0).then(|| ibverbs_sys::ibv_gid { raw: gid.to_be_bytes() }.into());
     Ok(ibverbs::QueuePairEndpoint { num, lid, gid })
 }
 

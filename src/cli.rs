@@ -349,7 +349,10 @@ fn parse_size(s: &str) -> Result<u32, String> {
             .into());
     }
     u32::try_from(v).map_err(|_| {
-        format!("{v} bytes is more than one SEND can carry: a scatter/gather entry's length is 32 bits (max {})", u32::MAX)
+        format!(
+            "{v} bytes is more than one SEND can carry: a scatter/gather entry's length is 32 bits (max {})",
+            u32::MAX
+        )
     })
 }
 
@@ -445,8 +448,29 @@ mod tests {
     #[test]
     fn short_flags_are_rc_pingpongs() {
         let a = parse(&[
-            "-p", "9999", "-d", "rxe0", "-i", "2", "-s", "0x40", "-m", "4096", "-r", "16", "-n", "5", "-l", "3",
-            "-e", "-g", "1", "-c", "--timeout", "3", "127.0.0.1",
+            "-p",
+            "9999",
+            "-d",
+            "rxe0",
+            "-i",
+            "2",
+            "-s",
+            "0x40",
+            "-m",
+            "4096",
+            "-r",
+            "16",
+            "-n",
+            "5",
+            "-l",
+            "3",
+            "-e",
+            "-g",
+            "1",
+            "-c",
+            "--timeout",
+            "3",
+            "127.0.0.1",
         ])
         .unwrap();
         assert_eq!(a.role(), Role::Client { host: "127.0.0.1".into() });
@@ -461,8 +485,20 @@ mod tests {
 
     #[test]
     fn long_flags() {
-        let a = parse(&["--port=1", "--ib-dev=mlx5_0", "--ib-port=1", "--size=1", "--mtu=256", "--rx-depth=1",
-            "--iters=1", "--sl=15", "--events", "--gid-idx=0", "--chk", "host"])
+        let a = parse(&[
+            "--port=1",
+            "--ib-dev=mlx5_0",
+            "--ib-port=1",
+            "--size=1",
+            "--mtu=256",
+            "--rx-depth=1",
+            "--iters=1",
+            "--sl=15",
+            "--events",
+            "--gid-idx=0",
+            "--chk",
+            "host",
+        ])
         .unwrap();
         assert_eq!(a.mtu, Mtu::Mtu256);
         assert_eq!(a.sl, 15);
@@ -531,6 +567,9 @@ mod tests {
         let mr = Step::<MrArgs>::try_parse_from(["03", "-s", "64"]).unwrap().args;
         assert_eq!(mr.buffer.size, 64);
         let qp = Step::<QpArgs>::try_parse_from(["04", "-d", "rxe0", "-s", "64", "-r", "8", "-e"]).unwrap().args;
-        assert_eq!((qp.device.ib_dev.as_deref(), qp.buffer.size, qp.queue.rx_depth, qp.queue.events), (Some("rxe0"), 64, 8, true));
+        assert_eq!(
+            (qp.device.ib_dev.as_deref(), qp.buffer.size, qp.queue.rx_depth, qp.queue.events),
+            (Some("rxe0"), 64, 8, true)
+        );
     }
 }

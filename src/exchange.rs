@@ -144,9 +144,11 @@ impl Connection {
         // Messages are tiny and latency matters more than packet count; also makes a
         // message's bytes leave in one segment, as the C peer's single read() expects.
         let _ = stream.set_nodelay(true);
-        stream
-            .set_write_timeout(Some(timeout))
-            .map_err(|source| ExchangeError::Io { peer: Some(peer), op: "setsockopt(SO_SNDTIMEO)", source })?;
+        stream.set_write_timeout(Some(timeout)).map_err(|source| ExchangeError::Io {
+            peer: Some(peer),
+            op: "setsockopt(SO_SNDTIMEO)",
+            source,
+        })?;
         Ok(Connection { stream, peer, timeout })
     }
 
@@ -248,16 +250,28 @@ impl Connection {
             if remaining.is_zero() {
                 return Err(timeout_err(got));
             }
-            self.stream
-                .set_read_timeout(Some(remaining))
-                .map_err(|source| ExchangeError::Io { peer: Some(self.peer), op: "setsockopt(SO_RCVTIMEO)", source })?;
+            self.stream.set_read_timeout(Some(remaining)).map_err(|source| ExchangeError::Io {
+                peer: Some(self.peer),
+                op: "setsockopt(SO_RCVTIMEO)",
+                source,
+            })?;
             match self.stream.read(&mut buf[got..]) {
                 Ok(0) if got == 0 => {
-                    return Err(ExchangeError::Closed { peer: self.peer, what: M::NAME, expected: M::LEN, sending: false })
+                    return Err(ExchangeError::Closed {
+                        peer: self.peer,
+                        what: M::NAME,
+                        expected: M::LEN,
+                        sending: false,
+                    })
                 }
                 Ok(0) => {
                     buf.truncate(got);
-                    return Err(ExchangeError::Short { peer: self.peer, what: M::NAME, expected: M::LEN, received: buf });
+                    return Err(ExchangeError::Short {
+                        peer: self.peer,
+                        what: M::NAME,
+                        expected: M::LEN,
+                        received: buf,
+                    });
                 }
                 Ok(n) => got += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -277,9 +291,20 @@ impl Connection {
         }
         let extra = self.pending_bytes();
         if !extra.is_empty() {
-            return Err(ExchangeError::OverLong { peer: self.peer, what: M::NAME, expected: M::LEN, received: buf, extra });
+            return Err(ExchangeError::OverLong {
+                peer: self.peer,
+                what: M::NAME,
+                expected: M::LEN,
+                received: buf,
+                extra,
+            });
         }
-        M::decode(&buf).map_err(|error| ExchangeError::Malformed { peer: self.peer, what: M::NAME, error, received: buf })
+        M::decode(&buf).map_err(|error| ExchangeError::Malformed {
+            peer: self.peer,
+            what: M::NAME,
+            error,
+            received: buf,
+        })
     }
 
     /// Bytes that have already arrived beyond the message just read (peeked, not consumed).
@@ -402,10 +427,9 @@ impl fmt::Display for ExchangeError {
             Connect { host, port, source } => {
                 write!(f, "couldn't connect to {host}:{port}: {source}")?;
                 match source.kind() {
-                    ErrorKind::TimedOut | ErrorKind::WouldBlock => write!(
-                        f,
-                        " — no answer at all: is the host up, and does a firewall drop TCP port {port}?"
-                    ),
+                    ErrorKind::TimedOut | ErrorKind::WouldBlock => {
+                        write!(f, " — no answer at all: is the host up, and does a firewall drop TCP port {port}?")
+                    }
                     _ => write!(f, " — check the host address and that it is reachable (ping it)"),
                 }
             }

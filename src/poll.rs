@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::trace::{self, Key};
-use crate::verbs::{
-    self, ibv_wc, names, Cq, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND,
-};
+use crate::verbs::{self, ibv_wc, names, Cq, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND};
 
 /// The longest nap of [`wait_for`] between two empty polls: how late, at most, it notices
 /// a completion that it is waiting for (nothing it waits for is timed).
@@ -58,8 +56,9 @@ pub fn wait_for(cq: &Cq, expected: &[Awaited], timeout: Duration) -> Result<()> 
             match expected.iter().zip(got.iter_mut()).find(|(w, slot)| w.wr_id() == wc.wr_id() && slot.is_none()) {
                 Some((_, slot)) => *slot = Some(*wc),
                 None => {
-                    return Err(Error::new("ibv_poll_cq")
-                        .cause(format!("completion for unexpected wr_id {}", wc.wr_id())))
+                    return Err(
+                        Error::new("ibv_poll_cq").cause(format!("completion for unexpected wr_id {}", wc.wr_id()))
+                    )
                 }
             }
         }

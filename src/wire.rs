@@ -119,14 +119,7 @@ impl Dest {
 /// Printed after `  local address:  ` / `  remote address: ` by the steps, like the C tool.
 impl fmt::Display for Dest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-            self.lid,
-            self.qpn,
-            self.psn,
-            self.gid_string()
-        )
+        write!(f, "LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}", self.lid, self.qpn, self.psn, self.gid_string())
     }
 }
 
@@ -255,16 +248,7 @@ enum Piece {
 use Piece::{Colon, Hex, Nul};
 
 /// rc_pingpong's `"%04x:%06x:%06x:%s"` with the 32-character wire GID, plus the NUL.
-const DEST_LAYOUT: &[Piece] = &[
-    Hex("LID", 4),
-    Colon,
-    Hex("QPN", 6),
-    Colon,
-    Hex("PSN", 6),
-    Colon,
-    Hex("GID", 32),
-    Nul,
-];
+const DEST_LAYOUT: &[Piece] = &[Hex("LID", 4), Colon, Hex("QPN", 6), Colon, Hex("PSN", 6), Colon, Hex("GID", 32), Nul];
 
 /// Ours: the same, then `":%08x:%016x"` (rkey, address), then the NUL.
 const RDMA_DEST_LAYOUT: &[Piece] = &[
@@ -355,7 +339,6 @@ pub fn wire_gid_to_gid(wire: &str) -> Option<[u8; 16]> {
     u128::from_str_radix(wire, 16).ok().map(u128::to_be_bytes)
 }
 
-
 fn check_24bit(field: &'static str, value: u32) -> Result<(), WireError> {
     if value > MAX_24BIT {
         return Err(WireError::FieldOutOfRange { field, value: value.into(), max: MAX_24BIT.into() });
@@ -366,13 +349,7 @@ fn check_24bit(field: &'static str, value: u32) -> Result<(), WireError> {
 /// The first 51 characters, shared by [`Dest`] and [`RdmaDest`]. Out-of-range QPN/PSN are
 /// masked so the length stays right; [`Message::check`] is where they are refused.
 fn dest_text(d: &Dest) -> String {
-    format!(
-        "{:04x}:{:06x}:{:06x}:{}",
-        d.lid,
-        d.qpn & MAX_24BIT,
-        d.psn & MAX_24BIT,
-        gid_to_wire_gid(&d.gid)
-    )
+    format!("{:04x}:{:06x}:{:06x}:{}", d.lid, d.qpn & MAX_24BIT, d.psn & MAX_24BIT, gid_to_wire_gid(&d.gid))
 }
 
 fn dest_from(values: &[u128]) -> Dest {

@@ -4,9 +4,9 @@
 //! device list freed, as at the end of `ibv_rc_pingpong`.
 
 use rdma_dissect::breakit::{self, Case};
-use rdma_dissect::step::Cli;
 use rdma_dissect::error;
 use rdma_dissect::stages::open_device::open_device;
+use rdma_dissect::step::Cli;
 
 // The flags this step takes, the mistakes it can make on purpose with `--break`, and
 // what its `--help` says it does.
@@ -17,7 +17,9 @@ const ABOUT: &str = "Step 01 of ibv_rc_pingpong: open a device, query it, its po
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk, .. } = Cli::<Args>::parse(ABOUT, env!("CARGO_BIN_NAME"), CASES);
-    if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
+    if let Some(choice) = brk {
+        return breakit::main(choice, CASES, &args);
+    }
     error::main(|| {
         // ANCHOR: new
         let _dev = open_device(&args.device.choice())?;

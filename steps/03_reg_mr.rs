@@ -3,9 +3,9 @@
 //! New: stage 03, [`rdma_dissect::stages::reg_mr`].
 
 use rdma_dissect::breakit::{self, Case};
-use rdma_dissect::step::Cli;
 use rdma_dissect::error;
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
+use rdma_dissect::step::Cli;
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
 // The flags this step takes, the mistakes it can make on purpose with `--break`, and
@@ -17,7 +17,9 @@ const ABOUT: &str = "Step 03 of ibv_rc_pingpong: register a -s byte buffer as a 
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk, .. } = Cli::<Args>::parse(ABOUT, env!("CARGO_BIN_NAME"), CASES);
-    if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
+    if let Some(choice) = brk {
+        return breakit::main(choice, CASES, &args);
+    }
     error::main(|| {
         let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;

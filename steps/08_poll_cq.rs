@@ -4,13 +4,13 @@
 //! an armed CQ before the exchange, then the timed loop and rc_pingpong's statistics.
 
 use rdma_dissect::breakit::{self, Case};
-use rdma_dissect::step::Cli;
 use rdma_dissect::error;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
 use rdma_dissect::stages::poll_cq::{pingpong, prepare, print_stats, PingpongOptions};
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
+use rdma_dissect::step::Cli;
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 
 // The flags this step takes, the mistakes it can make on purpose with `--break`, and
@@ -22,7 +22,9 @@ const ABOUT: &str = "Step 08 of ibv_rc_pingpong: the full ping-pong loop, timed"
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, brk, .. } = Cli::<Args>::parse(ABOUT, env!("CARGO_BIN_NAME"), CASES);
-    if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
+    if let Some(choice) = brk {
+        return breakit::main(choice, CASES, &args);
+    }
     error::main(|| {
         let dev = open_device(&args.device.choice())?;
         let pd = alloc_pd(&dev)?;

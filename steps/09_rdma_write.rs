@@ -6,7 +6,6 @@
 
 use rdma_dissect::breakit::{self, Case};
 use rdma_dissect::cli::BwArgs;
-use rdma_dissect::step::Cli;
 use rdma_dissect::error;
 use rdma_dissect::exchange::Role;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
@@ -16,6 +15,7 @@ use rdma_dissect::stages::rdma_write::{
     await_notice_and_verify, bandwidth, local_rdma_dest, post_notice_recv, write_and_notify, TX_DEPTH,
 };
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
+use rdma_dissect::step::Cli;
 use rdma_dissect::verbs::{ibv_access_flags, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE};
 
 // The flags this step takes, the mistakes it can make on purpose with `--break`, and
@@ -27,7 +27,9 @@ const ABOUT: &str = "Step 09: RDMA WRITE into the server's memory (rkey and addr
 // ANCHOR: main
 fn main() -> std::process::ExitCode {
     let Cli { args, own: BwArgs { bw }, brk } = Cli::<Args, BwArgs>::parse(ABOUT, env!("CARGO_BIN_NAME"), CASES);
-    if let Some(choice) = brk { return breakit::main(choice, CASES, &args); }
+    if let Some(choice) = brk {
+        return breakit::main(choice, CASES, &args);
+    }
     let role = args.role();
     error::main(|| {
         // ANCHOR: new_access
@@ -42,14 +44,18 @@ fn main() -> std::process::ExitCode {
         let pd = alloc_pd(&dev)?;
         let size = args.buffer.size;
         let mut mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE | remote_write)?;
-        let q = create_qp(&dev, &pd, QpOptions {
-            rx_depth: 1,
-            tx_depth: TX_DEPTH,
-            cqe: 1 + TX_DEPTH,
-            size,
-            use_event: false,
-            access: remote_write,
-        })?;
+        let q = create_qp(
+            &dev,
+            &pd,
+            QpOptions {
+                rx_depth: 1,
+                tx_depth: TX_DEPTH,
+                cqe: 1 + TX_DEPTH,
+                size,
+                use_event: false,
+                access: remote_write,
+            },
+        )?;
         // ANCHOR: new
         if role == Role::Server {
             post_notice_recv(&q.qp, &mr)?;
@@ -63,12 +69,8 @@ fn main() -> std::process::ExitCode {
         modify_qp_rts(&q.qp, local.dest.psn)?;
         let remote = exchange.finish()?;
         match role {
-            Role::Client { .. } if bw => {
-                bandwidth(&q, &mut mr, size, args.iters, &remote)?
-            }
-            Role::Client { .. } => {
-                write_and_notify(&q, &mut mr, size, &remote, args.timeout())?
-            }
+            Role::Client { .. } if bw => bandwidth(&q, &mut mr, size, args.iters, &remote)?,
+            Role::Client { .. } => write_and_notify(&q, &mut mr, size, &remote, args.timeout())?,
             Role::Server => await_notice_and_verify(&q, &mr, size, args.timeout())?,
         }
         // ANCHOR_END: new

@@ -5,8 +5,8 @@ use std::time::Duration;
 use super::{loopback, Case, Side, Stack};
 use crate::cli::QpArgs;
 use crate::error::{Error, Result};
-use crate::stages::create_qp::QpOptions;
 use crate::poll::trace_wc;
+use crate::stages::create_qp::QpOptions;
 use crate::stages::post_send::{post_recv, post_send};
 use crate::trace;
 use crate::verbs::{self, ibv_access_flags, IBV_ACCESS_LOCAL_WRITE};
@@ -51,9 +51,7 @@ fn cq_too_small(args: &QpArgs) -> Result<()> {
         post_send(&s.q.qp, &s.mr, SIZE, s.q.send_flags)?;
     }
     let event = s.dev.ctx.get_async_event(Duration::from_secs(5))?;
-    trace::event("ibv_get_async_event")
-        .kv("event_type", event.as_deref().unwrap_or("none within 5 s"))
-        .emit();
+    trace::event("ibv_get_async_event").kv("event_type", event.as_deref().unwrap_or("none within 5 s")).emit();
     let mut wc = [verbs::WC_ZERO; 16];
     let ne = s.q.cq.poll(&mut wc)?;
     trace::event("ibv_poll_cq").kv("completions", ne).kv("expected", 2 * MESSAGES).emit();
@@ -61,11 +59,10 @@ fn cq_too_small(args: &QpArgs) -> Result<()> {
         trace_wc(wc);
     }
     match event.as_deref() {
-        Some("IBV_EVENT_CQ_ERR") => Err(Error::new("the CQ")
-            .cause(format!(
-                "IBV_EVENT_CQ_ERR: the CQ overran; {ne} of {} completions could be polled, the rest are lost",
-                2 * MESSAGES
-            ))),
+        Some("IBV_EVENT_CQ_ERR") => Err(Error::new("the CQ").cause(format!(
+            "IBV_EVENT_CQ_ERR: the CQ overran; {ne} of {} completions could be polled, the rest are lost",
+            2 * MESSAGES
+        ))),
         Some(other) => Err(Error::new("the CQ").cause(format!("unexpected async event {other}"))),
         None => Ok(()),
     }

@@ -5,9 +5,9 @@ use super::{rts_with_retry_cnt, Case, Side, Stack};
 use crate::cli::PingpongArgs;
 use crate::error::Result;
 use crate::exchange::Role;
+use crate::poll::{wait_for, Awaited::Send};
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, explain_rtr, local_dest, modify_qp_rtr, rtr_attr, RTR_MASK};
-use crate::poll::{wait_for, Awaited::Send};
 use crate::stages::post_send::{post_send, PINGPONG_SEND_WRID};
 use crate::verbs::{ibv_qp_attr, ibv_qp_attr_mask, IBV_ACCESS_LOCAL_WRITE, IBV_QP_DEST_QPN};
 use crate::wire::Dest;
@@ -74,10 +74,7 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
 
 /// Stages 01–04 as step 05 runs them, then the exchange; the server connects with the
 /// stage's own RTR, the client with `rtr` (the mistake).
-fn exchange_with(
-    args: &PingpongArgs,
-    rtr: impl FnOnce(&Stack, &Dest) -> Result<()>,
-) -> Result<(Stack, Dest, Dest)> {
+fn exchange_with(args: &PingpongArgs, rtr: impl FnOnce(&Stack, &Dest) -> Result<()>) -> Result<(Stack, Dest, Dest)> {
     let size = args.buffer.size;
     let opts = QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events);
     let s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;

@@ -4,10 +4,13 @@ use super::{Case, Side, Stack};
 use crate::cli::PingpongArgs;
 use crate::error::Result;
 use crate::exchange::Role;
+use crate::poll::{
+    wait_for,
+    Awaited::{Recv, Send},
+};
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};
-use crate::poll::{wait_for, Awaited::{Recv, Send}};
 use crate::stages::post_send::{
     post_recv, send_each_way, stamp, trace_post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID,
 };

@@ -15,7 +15,9 @@ use crate::stages::rdma_write::{
     await_notice_and_verify, fill_pattern, local_rdma_dest, post_notice_recv, rdma_write, write_and_notify, TX_DEPTH,
 };
 use crate::trace;
-use crate::verbs::{ibv_access_flags, ibv_send_flags, Mr, WC_ZERO, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_SEND_SIGNALED};
+use crate::verbs::{
+    ibv_access_flags, ibv_send_flags, Mr, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_SEND_SIGNALED, WC_ZERO,
+};
 use crate::wire::RdmaDest;
 
 /// The cases of `09_rdma_write --break`.
@@ -117,14 +119,8 @@ fn flow_with(
         Role::Server => (IBV_ACCESS_LOCAL_WRITE | server_mr_access, server_qp_access),
         Role::Client { .. } => (IBV_ACCESS_LOCAL_WRITE, ibv_access_flags(0)),
     };
-    let opts = QpOptions {
-        rx_depth: 1,
-        tx_depth: TX_DEPTH,
-        cqe: 1 + TX_DEPTH,
-        size,
-        use_event: false,
-        access: qp_access,
-    };
+    let opts =
+        QpOptions { rx_depth: 1, tx_depth: TX_DEPTH, cqe: 1 + TX_DEPTH, size, use_event: false, access: qp_access };
     let mut s = Stack::new(&args.device, size, mr_access, opts)?;
     if role == Role::Server {
         post_notice_recv(&s.q.qp, &s.mr)?;
@@ -184,10 +180,7 @@ fn qp_without_remote_write(args: &PingpongArgs) -> Result<()> {
 }
 
 fn wrong_rkey(args: &PingpongArgs) -> Result<()> {
-    write_with(args, IBV_ACCESS_REMOTE_WRITE, IBV_ACCESS_REMOTE_WRITE, |remote, own| RdmaDest {
-        rkey: own,
-        ..remote
-    })
+    write_with(args, IBV_ACCESS_REMOTE_WRITE, IBV_ACCESS_REMOTE_WRITE, |remote, own| RdmaDest { rkey: own, ..remote })
 }
 
 fn write_past_end(args: &PingpongArgs) -> Result<()> {

@@ -3,8 +3,11 @@
 use super::{loopback, Case, Side, Stack};
 use crate::cli::MrArgs;
 use crate::error::Result;
+use crate::poll::{
+    wait_for,
+    Awaited::{Recv, Send},
+};
 use crate::stages::create_qp::QpOptions;
-use crate::poll::{wait_for, Awaited::{Recv, Send}};
 use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use crate::verbs::{ibv_access_flags, IBV_ACCESS_REMOTE_WRITE};

@@ -28,9 +28,9 @@ use crate::error::Result;
 use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
-    ibv_access_flags, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_send_flags, names, CompChannel, Cq,
-    Pd, Qp, IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT,
-    IBV_QP_STATE, IBV_SEND_INLINE, IBV_SEND_SIGNALED,
+    ibv_access_flags, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_send_flags, names, CompChannel, Cq, Pd, Qp,
+    IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT, IBV_QP_STATE, IBV_SEND_INLINE,
+    IBV_SEND_SIGNALED,
 };
 
 /// What the QP is for: queue depths, message size, completion mode, remote access.
@@ -138,7 +138,7 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
             | IBV_QP_PKEY_INDEX
             | IBV_QP_PORT
             | IBV_QP_ACCESS_FLAGS,
-            // ANCHOR_END: hole_init_mask
+        // ANCHOR_END: hole_init_mask
     )?;
     // ANCHOR_END: init
 

@@ -4,12 +4,12 @@
 //! `// ANCHOR_END: stage`, and its doc names the function of `rc_pingpong.c` it corresponds
 //! to. The step binaries call these functions and nothing else that touches the device.
 
-pub mod open_device;
 pub mod alloc_pd;
-pub mod reg_mr;
 pub mod create_qp;
 pub mod modify_qp_rtr;
 pub mod modify_qp_rts;
-pub mod post_send;
+pub mod open_device;
 pub mod poll_cq;
+pub mod post_send;
 pub mod rdma_write;
+pub mod reg_mr;

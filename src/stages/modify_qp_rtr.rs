@@ -30,8 +30,7 @@ use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
     ibv_ah_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_qp_attr, ibv_qp_attr_mask, names, Qp, IBV_QPS_RTR, IBV_QP_AV,
-    IBV_QP_DEST_QPN, IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_MIN_RNR_TIMER, IBV_QP_PATH_MTU,
-    IBV_QP_RQ_PSN, IBV_QP_STATE,
+    IBV_QP_DEST_QPN, IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_MIN_RNR_TIMER, IBV_QP_PATH_MTU, IBV_QP_RQ_PSN, IBV_QP_STATE,
 };
 use crate::wire::{Dest, Message, MAX_24BIT};
 
@@ -196,7 +195,7 @@ pub const RTR_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
         | IBV_QP_RQ_PSN.0
         | IBV_QP_MAX_DEST_RD_ATOMIC.0
         | IBV_QP_MIN_RNR_TIMER.0,
-        // ANCHOR_END: hole_rtr_mask
+    // ANCHOR_END: hole_rtr_mask
 );
 // ANCHOR_END: mask
 // ANCHOR_END: stage

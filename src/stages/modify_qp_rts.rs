@@ -56,6 +56,6 @@ pub const RTS_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
         | IBV_QP_RNR_RETRY.0
         | IBV_QP_SQ_PSN.0
         | IBV_QP_MAX_QP_RD_ATOMIC.0,
-        // ANCHOR_END: hole_rts_mask
+    // ANCHOR_END: hole_rts_mask
 );
 // ANCHOR_END: stage

@@ -62,19 +62,16 @@ pub struct DeviceChoice {
 pub fn open_device(args: &DeviceChoice) -> Result<Device> {
     let dev_list = DeviceList::get().map_err(explain_device_list)?;
     for i in 0..dev_list.len() {
-        trace::detail("device")
-            .kv("name", dev_list.name(i))
-            .kv("guid", Hex64(dev_list.guid(i)))
-            .emit();
+        trace::detail("device").kv("name", dev_list.name(i)).kv("guid", Hex64(dev_list.guid(i))).emit();
     }
     if dev_list.is_empty() {
         return Err(no_device());
     }
     let index = match &args.ib_dev {
         None => 0,
-        Some(name) => (0..dev_list.len())
-            .find(|&i| dev_list.name(i) == *name)
-            .ok_or_else(|| unknown_device(name, &dev_list))?,
+        Some(name) => {
+            (0..dev_list.len()).find(|&i| dev_list.name(i) == *name).ok_or_else(|| unknown_device(name, &dev_list))?
+        }
     };
 
     // ANCHOR: hole_open_device HOLE(Rc<Context>): open entry `index` of `dev_list` (ibv_open_device; `Context` in src/verbs/device.rs takes the list and the index)
@@ -84,8 +81,7 @@ pub fn open_device(args: &DeviceChoice) -> Result<Device> {
     // ANCHOR: hole_query_device HOLE(crate::verbs::ibv_device_attr): ask the open device for its attributes and limits (ibv_query_device)
     let device_attr = ctx.query_device()?;
     // ANCHOR_END: hole_query_device
-    let fw_ver: Vec<u8> =
-        device_attr.fw_ver.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let fw_ver: Vec<u8> = device_attr.fw_ver.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     trace::event("ibv_query_device")
         .kv("fw_ver", String::from_utf8_lossy(&fw_ver))
         .kv("node_guid", Hex64(u64::from_be(device_attr.node_guid)))
@@ -105,11 +101,7 @@ pub fn open_device(args: &DeviceChoice) -> Result<Device> {
 
     if args.ib_port == 0 || args.ib_port > device_attr.phys_port_cnt {
         return Err(Error::new(format!("using port {} of {}", args.ib_port, ctx.name()))
-            .cause(format!(
-                "{} has {} port(s), numbered from 1",
-                ctx.name(),
-                device_attr.phys_port_cnt
-            ))
+            .cause(format!("{} has {} port(s), numbered from 1", ctx.name(), device_attr.phys_port_cnt))
             .fix("pass -i 1 (the default)"));
     }
     // ANCHOR: hole_query_port HOLE(ibv_port_attr): ask for the attributes of the port the user chose with -i (ibv_query_port)

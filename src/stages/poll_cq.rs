@@ -146,14 +146,7 @@ struct Counts {
 // ANCHOR: loop
 /// The loop itself, verbs only: the client sends first; both sides answer each receive
 /// with a send until `iters` messages went each way.
-fn exchange(
-    client: bool,
-    q: &Queues,
-    mr: &Mr,
-    opts: PingpongOptions,
-    dog: &Watchdog,
-    n: &mut Counts,
-) -> Result<()> {
+fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watchdog, n: &mut Counts) -> Result<()> {
     let mut routs = opts.rx_depth;
     let mut wc = [verbs::WC_ZERO; 2];
     let mut pending = PINGPONG_RECV_WRID;
@@ -283,13 +276,12 @@ pub fn check_pattern(buf: &[u8]) -> Result<()> {
     let page = page_size();
     match buf.iter().enumerate().find(|&(i, &b)| b != pattern_byte(i, page)) {
         None => Ok(()),
-        Some((i, &b)) => Err(Error::new("validating the received buffer (-c)")
-            .cause(format!(
-                "byte {i} (page {}) is 0x{b:02x}, expected 0x{:02x}: the message did not arrive \
+        Some((i, &b)) => Err(Error::new("validating the received buffer (-c)").cause(format!(
+            "byte {i} (page {}) is 0x{b:02x}, expected 0x{:02x}: the message did not arrive \
                  intact, or the peer does not fill the -c pattern (run -c on both sides)",
-                i / page,
-                pattern_byte(i, page)
-            ))),
+            i / page,
+            pattern_byte(i, page)
+        ))),
     }
 }
 

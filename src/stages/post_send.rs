@@ -22,10 +22,13 @@
 
 use std::time::Duration;
 
-use crate::stages::create_qp::Queues;
 use crate::error::Result;
 use crate::exchange::Role;
-use crate::poll::{wait_for, Awaited::{Recv, Send}};
+use crate::poll::{
+    wait_for,
+    Awaited::{Recv, Send},
+};
+use crate::stages::create_qp::Queues;
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::{ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, names, Mr, Qp, IBV_WR_SEND};
 

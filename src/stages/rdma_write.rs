@@ -34,16 +34,19 @@
 
 use std::time::{Duration, Instant};
 
-use crate::stages::create_qp::Queues;
 use crate::error::{Error, Result};
-use crate::stages::open_device::Device;
-use crate::poll::{check_wc, wait_for, Awaited::{Recv, Send}};
-use crate::stages::post_send::PINGPONG_RECV_WRID;
+use crate::poll::{
+    check_wc, wait_for,
+    Awaited::{Recv, Send},
+};
+use crate::stages::create_qp::Queues;
 use crate::stages::modify_qp_rtr::local_dest;
+use crate::stages::open_device::Device;
+use crate::stages::post_send::PINGPONG_RECV_WRID;
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::{
-    self, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_send_wr_imm, ibv_send_wr_rdma,
-    ibv_send_wr_wr, ibv_sge, Mr, Qp, IBV_SEND_SIGNALED, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+    self, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_send_wr_imm, ibv_send_wr_rdma, ibv_send_wr_wr, ibv_sge, Mr, Qp,
+    IBV_SEND_SIGNALED, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
 };
 use crate::wire::RdmaDest;
 
@@ -99,9 +102,7 @@ pub fn rdma_write(
         // ANCHOR_END: hole_write_opcode
         send_flags: send_flags.0,
         // ANCHOR: hole_write_rdma HOLE: where in the peer's memory to write: wr.rdma's remote address and the rkey the peer sent (`remote`)
-        wr: ibv_send_wr_wr {
-            rdma: ibv_send_wr_rdma { remote_addr: remote.addr, rkey: remote.rkey },
-        },
+        wr: ibv_send_wr_wr { rdma: ibv_send_wr_rdma { remote_addr: remote.addr, rkey: remote.rkey } },
         // ANCHOR_END: hole_write_rdma
         // imm_data travels in network byte order (C: `htonl`).
         // ANCHOR: hole_imm_data HOLE: the 32-bit immediate (0 without one) in the byte order it travels in, like C's htonl

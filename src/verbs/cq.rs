@@ -28,9 +28,8 @@ impl CompChannel {
         // The channel, or NULL with errno set.
         // SAFETY: ctx is an open context.
         let raw = unsafe { ffi::ibv_create_comp_channel(ctx.raw.as_ptr()) };
-        let raw = NonNull::new(raw).ok_or_else(|| {
-            Error::verb("ibv_create_comp_channel", io::Error::last_os_error())
-        })?;
+        let raw =
+            NonNull::new(raw).ok_or_else(|| Error::verb("ibv_create_comp_channel", io::Error::last_os_error()))?;
         // ANCHOR_END: c_ibv_create_comp_channel
         trace::event("ibv_create_comp_channel").emit();
         Ok(Rc::new(CompChannel { raw, _ctx: Rc::clone(ctx) }))
@@ -99,12 +98,9 @@ impl Cq {
         //                                 int comp_vector);
         // The CQ, or NULL with errno set.
         // SAFETY: ctx is open; ch is NULL or a live channel that the Cq keeps alive.
-        let raw = unsafe {
-            ffi::ibv_create_cq(ctx.raw.as_ptr(), cqe, ptr::null_mut(), ch, comp_vector)
-        };
-        let raw = NonNull::new(raw).ok_or_else(|| {
-            Error::verb(format!("ibv_create_cq(cqe {cqe})"), io::Error::last_os_error())
-        })?;
+        let raw = unsafe { ffi::ibv_create_cq(ctx.raw.as_ptr(), cqe, ptr::null_mut(), ch, comp_vector) };
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::verb(format!("ibv_create_cq(cqe {cqe})"), io::Error::last_os_error()))?;
         // ANCHOR_END: c_ibv_create_cq
         let cq = Cq { raw, unacked: Cell::new(0), _channel: channel.cloned(), _ctx: Rc::clone(ctx) };
         trace::event("ibv_create_cq")
@@ -146,9 +142,8 @@ impl Cq {
             let poll = (*(*cq).context).ops.poll_cq.expect("provider without poll_cq");
             poll(cq, n, wc.as_mut_ptr())
         };
-        usize::try_from(ne).map_err(|_| {
-            Error::new(format!("ibv_poll_cq returned {ne}")).cause("the CQ is in error (overrun?)")
-        })
+        usize::try_from(ne)
+            .map_err(|_| Error::new(format!("ibv_poll_cq returned {ne}")).cause("the CQ is in error (overrun?)"))
         // ANCHOR_END: c_ibv_poll_cq
     }
 

@@ -103,9 +103,8 @@ impl Context {
         // The context, or NULL with errno set.
         // SAFETY: device() is a valid device of a live list.
         let raw = unsafe { ffi::ibv_open_device(list.device(index)) };
-        let raw = NonNull::new(raw).ok_or_else(|| {
-            Error::verb(format!("ibv_open_device({name})"), io::Error::last_os_error())
-        })?;
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::verb(format!("ibv_open_device({name})"), io::Error::last_os_error()))?;
         // ANCHOR_END: c_ibv_open_device
         trace::event("ibv_open_device").kv("device", &name).emit();
         Ok(Rc::new(Context { raw, name, _list: list }))
@@ -175,9 +174,7 @@ impl Context {
         // ibv_port_attr (every field up to `flags`, `link_layer` included), and the library
         // copies exactly that prefix, so a zeroed full struct is a valid buffer.
         // SAFETY: raw is an open context; attr is large enough for the compat layout.
-        let rc = unsafe {
-            ffi::ibv_query_port(self.raw.as_ptr(), port, ptr::from_mut(&mut attr).cast())
-        };
+        let rc = unsafe { ffi::ibv_query_port(self.raw.as_ptr(), port, ptr::from_mut(&mut attr).cast()) };
         check(&format!("ibv_query_port(port {port})"), rc)?;
         // ANCHOR_END: c_ibv_query_port
         Ok(attr)
@@ -218,10 +215,9 @@ impl Context {
             // An empty slot: ibv_query_gid reports it as success with an all-zero GID, and so
             // do we (the caller explains an all-zero GID).
             libc::ENODATA => Ok([0; 16]),
-            _ => Err(Error::verb(
-                format!("ibv_query_gid(port {port}, index {index})"),
-                io::Error::from_raw_os_error(rc),
-            )),
+            _ => {
+                Err(Error::verb(format!("ibv_query_gid(port {port}, index {index})"), io::Error::from_raw_os_error(rc)))
+            }
         }
         // ANCHOR_END: c_ibv_query_gid
     }
@@ -265,12 +261,7 @@ impl Context {
         })?;
         Ok(entries[..n]
             .iter()
-            .map(|e| GidEntry {
-                index: e.gid_index,
-                port: e.port_num,
-                gid: gid_bytes(&e.gid),
-                gid_type: e.gid_type,
-            })
+            .map(|e| GidEntry { index: e.gid_index, port: e.port_num, gid: gid_bytes(&e.gid), gid_type: e.gid_type })
             .collect())
     }
 }

@@ -88,8 +88,7 @@ impl Pd {
         // The PD, or NULL with errno set.
         // SAFETY: ctx is an open context.
         let raw = unsafe { ffi::ibv_alloc_pd(ctx.raw.as_ptr()) };
-        let raw = NonNull::new(raw)
-            .ok_or_else(|| Error::verb("ibv_alloc_pd", io::Error::last_os_error()))?;
+        let raw = NonNull::new(raw).ok_or_else(|| Error::verb("ibv_alloc_pd", io::Error::last_os_error()))?;
         // ANCHOR_END: c_ibv_alloc_pd
         let pd = Pd { raw, ctx: Rc::clone(ctx) };
         trace::event("ibv_alloc_pd").kv("pd.handle", pd.handle()).emit();
@@ -132,14 +131,11 @@ impl AlignedBuf {
     /// should be is the caller's to say: `stages::reg_mr` refuses one larger than memory,
     /// with advice about the flag that set it.
     pub fn new(align: usize, len: usize) -> Result<Self> {
-        let layout = Layout::from_size_align(len, align)
-            .ok()
-            .filter(|l| l.size() > 0)
-            .ok_or_else(|| {
-                Error::new(format!("allocating a {len}-byte buffer"))
-                    .cause("the size must be at least 1 byte (and fit in memory)")
-                    .fix("allocate at least 1 byte")
-            })?;
+        let layout = Layout::from_size_align(len, align).ok().filter(|l| l.size() > 0).ok_or_else(|| {
+            Error::new(format!("allocating a {len}-byte buffer"))
+                .cause("the size must be at least 1 byte (and fit in memory)")
+                .fix("allocate at least 1 byte")
+        })?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).ok_or_else(|| {
@@ -209,7 +205,11 @@ impl Mr {
             let err = io::Error::last_os_error();
             let enomem = err.raw_os_error() == Some(libc::ENOMEM);
             let failed = Error::verb(format!("ibv_reg_mr(length {len}, {})", names::access_names(access.0)), err);
-            if enomem { explain_pin_failure(failed, len) } else { failed }
+            if enomem {
+                explain_pin_failure(failed, len)
+            } else {
+                failed
+            }
         })?;
         // ANCHOR_END: c_ibv_reg_mr
         let mr = Mr { raw, buf: ManuallyDrop::new(buf), _pd: Rc::clone(pd) };

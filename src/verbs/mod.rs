@@ -58,29 +58,26 @@ pub use memory::{available_memory, page_size, physical_memory, AlignedBuf, Mr, P
 pub use qp::Qp;
 pub use watchdog::Watchdog;
 
-pub use ibverbs_sys::{
-    ibv_access_flags, ibv_send_flags, ibv_ah_attr, ibv_device_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_port_attr,
-    ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr,
-    ibv_sge, ibv_wc,
-};
-pub use ibverbs_sys::ibv_qp_state::{
-    IBV_QPS_ERR, IBV_QPS_INIT, IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPS_RTS,
-};
+use ibverbs_sys as ffi;
+pub use ibverbs_sys::ibv_qp_state::{IBV_QPS_ERR, IBV_QPS_INIT, IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPS_RTS};
 pub use ibverbs_sys::ibv_qp_type::IBV_QPT_RC;
 pub use ibverbs_sys::ibv_wc_opcode::{IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND};
 pub use ibverbs_sys::ibv_wr_opcode::{IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND};
 pub use ibverbs_sys::{
-    IBV_LINK_LAYER_ETHERNET, IBV_LINK_LAYER_INFINIBAND, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_256,
-    IBV_MTU_4096, IBV_MTU_512,
+    ibv_access_flags, ibv_ah_attr, ibv_device_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_port_attr, ibv_qp_attr,
+    ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc,
 };
-use ibverbs_sys as ffi;
+pub use ibverbs_sys::{
+    IBV_LINK_LAYER_ETHERNET, IBV_LINK_LAYER_INFINIBAND, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_256, IBV_MTU_4096,
+    IBV_MTU_512,
+};
 
+/// The anonymous union holding `imm_data` (network byte order) in an `ibv_send_wr`.
+pub use ibverbs_sys::ibv_send_wr__bindgen_ty_1 as ibv_send_wr_imm;
 /// `wr.wr` of an `ibv_send_wr`: the per-opcode union (`wr.wr.rdma` for RDMA WRITE).
 pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2 as ibv_send_wr_wr;
 /// `wr.wr.rdma`: where an RDMA operation goes in the peer's memory (`remote_addr`, `rkey`).
 pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 as ibv_send_wr_rdma;
-/// The anonymous union holding `imm_data` (network byte order) in an `ibv_send_wr`.
-pub use ibverbs_sys::ibv_send_wr__bindgen_ty_1 as ibv_send_wr_imm;
 
 // The C names of the flag bits. bindgen makes them associated constants of newtype
 // structs (`ibv_qp_attr_mask::IBV_QP_STATE`); re-exporting them bare lets a mask be written
@@ -113,8 +110,7 @@ pub const IBV_QP_MIN_RNR_TIMER: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_MIN_
 /// First PSN this QP sends (`sq_psn`).
 pub const IBV_QP_SQ_PSN: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_SQ_PSN;
 /// Incoming RDMA reads/atomics this QP will serve at once (`max_dest_rd_atomic`).
-pub const IBV_QP_MAX_DEST_RD_ATOMIC: ibv_qp_attr_mask =
-    ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC;
+pub const IBV_QP_MAX_DEST_RD_ATOMIC: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC;
 /// Capabilities (`cap`), for `ibv_query_qp`.
 pub const IBV_QP_CAP: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_CAP;
 /// Remote QP number (`dest_qp_num`).

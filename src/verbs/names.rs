@@ -30,13 +30,28 @@ pub fn state_name(state: ibv_qp_state::Type) -> &'static str {
 pub fn wc_status_name(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str {
     use ibverbs_sys::ibv_wc_status::*;
     const NAMES: [&str; 22] = [
-        "IBV_WC_SUCCESS", "IBV_WC_LOC_LEN_ERR", "IBV_WC_LOC_QP_OP_ERR", "IBV_WC_LOC_EEC_OP_ERR",
-        "IBV_WC_LOC_PROT_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_MW_BIND_ERR", "IBV_WC_BAD_RESP_ERR",
-        "IBV_WC_LOC_ACCESS_ERR", "IBV_WC_REM_INV_REQ_ERR", "IBV_WC_REM_ACCESS_ERR",
-        "IBV_WC_REM_OP_ERR", "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RNR_RETRY_EXC_ERR",
-        "IBV_WC_LOC_RDD_VIOL_ERR", "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR",
-        "IBV_WC_INV_EECN_ERR", "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",
-        "IBV_WC_RESP_TIMEOUT_ERR", "IBV_WC_GENERAL_ERR",
+        "IBV_WC_SUCCESS",
+        "IBV_WC_LOC_LEN_ERR",
+        "IBV_WC_LOC_QP_OP_ERR",
+        "IBV_WC_LOC_EEC_OP_ERR",
+        "IBV_WC_LOC_PROT_ERR",
+        "IBV_WC_WR_FLUSH_ERR",
+        "IBV_WC_MW_BIND_ERR",
+        "IBV_WC_BAD_RESP_ERR",
+        "IBV_WC_LOC_ACCESS_ERR",
+        "IBV_WC_REM_INV_REQ_ERR",
+        "IBV_WC_REM_ACCESS_ERR",
+        "IBV_WC_REM_OP_ERR",
+        "IBV_WC_RETRY_EXC_ERR",
+        "IBV_WC_RNR_RETRY_EXC_ERR",
+        "IBV_WC_LOC_RDD_VIOL_ERR",
+        "IBV_WC_REM_INV_RD_REQ_ERR",
+        "IBV_WC_REM_ABORT_ERR",
+        "IBV_WC_INV_EECN_ERR",
+        "IBV_WC_INV_EEC_STATE_ERR",
+        "IBV_WC_FATAL_ERR",
+        "IBV_WC_RESP_TIMEOUT_ERR",
+        "IBV_WC_GENERAL_ERR",
     ];
     debug_assert_eq!(IBV_WC_GENERAL_ERR, 21);
     NAMES.get(status as usize).copied().unwrap_or("IBV_WC_(unknown)")
@@ -48,13 +63,26 @@ pub fn wc_status_name(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str 
 /// names every enum value as the headers and man pages spell it, as for statuses.
 pub fn event_type_name(event_type: ibverbs_sys::ibv_event_type) -> String {
     const NAMES: [&str; 20] = [
-        "IBV_EVENT_CQ_ERR", "IBV_EVENT_QP_FATAL", "IBV_EVENT_QP_REQ_ERR",
-        "IBV_EVENT_QP_ACCESS_ERR", "IBV_EVENT_COMM_EST", "IBV_EVENT_SQ_DRAINED",
-        "IBV_EVENT_PATH_MIG", "IBV_EVENT_PATH_MIG_ERR", "IBV_EVENT_DEVICE_FATAL",
-        "IBV_EVENT_PORT_ACTIVE", "IBV_EVENT_PORT_ERR", "IBV_EVENT_LID_CHANGE",
-        "IBV_EVENT_PKEY_CHANGE", "IBV_EVENT_SM_CHANGE", "IBV_EVENT_SRQ_ERR",
-        "IBV_EVENT_SRQ_LIMIT_REACHED", "IBV_EVENT_QP_LAST_WQE_REACHED",
-        "IBV_EVENT_CLIENT_REREGISTER", "IBV_EVENT_GID_CHANGE", "IBV_EVENT_WQ_FATAL",
+        "IBV_EVENT_CQ_ERR",
+        "IBV_EVENT_QP_FATAL",
+        "IBV_EVENT_QP_REQ_ERR",
+        "IBV_EVENT_QP_ACCESS_ERR",
+        "IBV_EVENT_COMM_EST",
+        "IBV_EVENT_SQ_DRAINED",
+        "IBV_EVENT_PATH_MIG",
+        "IBV_EVENT_PATH_MIG_ERR",
+        "IBV_EVENT_DEVICE_FATAL",
+        "IBV_EVENT_PORT_ACTIVE",
+        "IBV_EVENT_PORT_ERR",
+        "IBV_EVENT_LID_CHANGE",
+        "IBV_EVENT_PKEY_CHANGE",
+        "IBV_EVENT_SM_CHANGE",
+        "IBV_EVENT_SRQ_ERR",
+        "IBV_EVENT_SRQ_LIMIT_REACHED",
+        "IBV_EVENT_QP_LAST_WQE_REACHED",
+        "IBV_EVENT_CLIENT_REREGISTER",
+        "IBV_EVENT_GID_CHANGE",
+        "IBV_EVENT_WQ_FATAL",
     ];
     match NAMES.get(event_type as usize) {
         Some(name) => (*name).to_owned(),
@@ -95,19 +123,14 @@ pub struct SendFlags(pub u32);
 
 impl Display for SendFlags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const NAMES: [(u32, &str); 4] = [
-            (1, "IBV_SEND_FENCE"),
-            (2, "IBV_SEND_SIGNALED"),
-            (4, "IBV_SEND_SOLICITED"),
-            (8, "IBV_SEND_INLINE"),
-        ];
+        const NAMES: [(u32, &str); 4] =
+            [(1, "IBV_SEND_FENCE"), (2, "IBV_SEND_SIGNALED"), (4, "IBV_SEND_SOLICITED"), (8, "IBV_SEND_INLINE")];
         f.write_str(&join_flags(self.0, &NAMES))
     }
 }
 
 fn join_flags(flags: u32, names: &[(u32, &str)]) -> String {
-    let mut out: Vec<String> =
-        names.iter().filter(|(bit, _)| flags & bit != 0).map(|(_, n)| n.to_string()).collect();
+    let mut out: Vec<String> = names.iter().filter(|(bit, _)| flags & bit != 0).map(|(_, n)| n.to_string()).collect();
     let known: u32 = names.iter().map(|(bit, _)| bit).sum();
     if flags & !known != 0 {
         out.push(format!("0x{:x}", flags & !known));
@@ -201,10 +224,7 @@ pub fn mask_fields(attr: &ibv_qp_attr, mask: ibv_qp_attr_mask) -> Vec<(&'static 
 /// Traces an `ibv_modify_qp` call: the state change, then one line per mask flag.
 pub fn trace_modify_qp(qp_num: u32, from: ibv_qp_state::Type, attr: &ibv_qp_attr, mask: ibv_qp_attr_mask) {
     let to = if mask.0 & ibv_qp_attr_mask::IBV_QP_STATE.0 != 0 { attr.qp_state } else { from };
-    event("ibv_modify_qp")
-        .kv("qp_num", Qpn(qp_num))
-        .word(format!("{}→{}", state_name(from), state_name(to)))
-        .emit();
+    event("ibv_modify_qp").kv("qp_num", Qpn(qp_num)).word(format!("{}→{}", state_name(from), state_name(to))).emit();
     for (flag, fields) in mask_fields(attr, mask) {
         let mut line = detail(flag);
         for (key, value) in fields {

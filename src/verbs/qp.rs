@@ -28,8 +28,9 @@ impl Qp {
     /// `cq`: the QP keeps that CQ alive.
     pub fn create(pd: &Rc<Pd>, cq: &Rc<Cq>, mut init_attr: ibv_qp_init_attr) -> Result<Self> {
         if init_attr.send_cq != cq.as_ptr() || init_attr.recv_cq != cq.as_ptr() {
-            return Err(Error::new("ibv_create_qp")
-                .cause("init_attr.send_cq/recv_cq must be the CQ passed to Qp::create"));
+            return Err(
+                Error::new("ibv_create_qp").cause("init_attr.send_cq/recv_cq must be the CQ passed to Qp::create")
+            );
         }
         let asked = init_attr.cap;
         // ANCHOR: c_ibv_create_qp
@@ -39,15 +40,9 @@ impl Qp {
         // the capacities granted.
         // SAFETY: pd is live, init_attr is valid and its CQs are `cq`, kept alive by the Qp.
         let raw = unsafe { ffi::ibv_create_qp(pd.raw.as_ptr(), &mut init_attr) };
-        let raw = NonNull::new(raw)
-            .ok_or_else(|| Error::verb("ibv_create_qp", io::Error::last_os_error()))?;
+        let raw = NonNull::new(raw).ok_or_else(|| Error::verb("ibv_create_qp", io::Error::last_os_error()))?;
         // ANCHOR_END: c_ibv_create_qp
-        let qp = Qp {
-            raw,
-            state: Cell::new(IBV_QPS_RESET),
-            _cq: Rc::clone(cq),
-            _pd: Rc::clone(pd),
-        };
+        let qp = Qp { raw, state: Cell::new(IBV_QPS_RESET), _cq: Rc::clone(cq), _pd: Rc::clone(pd) };
         // ibv_create_qp writes back the capacities it granted, which may exceed the request.
         let got = init_attr.cap;
         trace::event("ibv_create_qp")
@@ -82,9 +77,7 @@ impl Qp {
         //                     struct ibv_qp_init_attr *init_attr);
         // 0, or the error number itself.
         // SAFETY: raw is live; both out-pointers are valid.
-        let rc = unsafe {
-            ffi::ibv_query_qp(self.raw.as_ptr(), &mut attr, IBV_QP_CAP.0 as i32, &mut init_attr)
-        };
+        let rc = unsafe { ffi::ibv_query_qp(self.raw.as_ptr(), &mut attr, IBV_QP_CAP.0 as i32, &mut init_attr) };
         check("ibv_query_qp(IBV_QP_CAP)", rc)?;
         // ANCHOR_END: c_ibv_query_qp
         Ok(init_attr.cap)
@@ -104,10 +97,7 @@ impl Qp {
         // SAFETY: raw is live and attr a valid struct (the verb does not keep the pointer).
         let rc = unsafe { ffi::ibv_modify_qp(self.raw.as_ptr(), &mut attr, mask.0 as i32) };
         let to = if mask.0 & IBV_QP_STATE.0 != 0 { attr.qp_state } else { from };
-        check(
-            &format!("ibv_modify_qp {}→{}", names::state_name(from), names::state_name(to)),
-            rc,
-        )?;
+        check(&format!("ibv_modify_qp {}→{}", names::state_name(from), names::state_name(to)), rc)?;
         // ANCHOR_END: c_ibv_modify_qp
         self.state.set(to);
         Ok(())
@@ -218,7 +208,14 @@ enum Range {
 /// `mr`'s lkey and lies in it (with [`Range::StartOnly`], starts in it): the pointers the
 /// verb will follow then point at registered memory.
 #[inline]
-fn attach(wr: &mut impl WorkRequest, sg_list: &[ibv_sge], mr: &Mr, range: Range, verb: &str, outside: &str) -> Result<()> {
+fn attach(
+    wr: &mut impl WorkRequest,
+    sg_list: &[ibv_sge],
+    mr: &Mr,
+    range: Range,
+    verb: &str,
+    outside: &str,
+) -> Result<()> {
     let ok = |sge: &ibv_sge| match range {
         Range::Whole => mr.covers(sge),
         Range::StartOnly => mr.covers(&ibv_sge { length: 0, ..*sge }) && sge.addr < mr.addr() + mr.len() as u64,

@@ -3,7 +3,6 @@
 use std::io;
 use std::ptr;
 
-
 use crate::error::{Error, Result};
 
 /// A watchdog for a loop that may wait in a verb forever: `ibv_get_cq_event` is a blocking

@@ -2,7 +2,6 @@
 //! step binaries with a bounded wait, server/client pairs, TCP ports no two tests share,
 //! the one redaction table for snapshots, and the book's real outputs.
 
-
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::TcpListener;
@@ -154,10 +153,10 @@ impl Device {
             if info.get("link_layer").is_some_and(|l| l == "InfiniBand") {
                 return "0".into();
             }
-            let v4 = gids.iter().find(|(_, gid, ty)| gid.starts_with("::ffff:") && gid.contains('.') && ty == "RoCE_v2");
-            v4.map(|(i, _, _)| i.to_string()).unwrap_or_else(|| {
-                panic!("{name} port {port} has no RoCE v2 IPv4 GID: set RDMA_GID_INDEX\n{verbose}")
-            })
+            let v4 =
+                gids.iter().find(|(_, gid, ty)| gid.starts_with("::ffff:") && gid.contains('.') && ty == "RoCE_v2");
+            v4.map(|(i, _, _)| i.to_string())
+                .unwrap_or_else(|| panic!("{name} port {port} has no RoCE v2 IPv4 GID: set RDMA_GID_INDEX\n{verbose}"))
         });
         Device::parse(&format!(
             "RDMA_DEVICE={name}\nRDMA_IB_PORT={port}\nRDMA_GID_INDEX={gid_index}\n\
@@ -209,7 +208,10 @@ impl Device {
     /// The GID at our index, in `inet_ntop` form.
     pub fn gid(&self) -> &str {
         self.gids.iter().find(|(i, _, _)| *i == self.gid_index).map(|(_, g, _)| g.as_str()).unwrap_or_else(|| {
-            panic!("{} port {} has no GID at index {} (RDMA_GID_INDEX):\n{}", self.name, self.port, self.gid_index, self.text)
+            panic!(
+                "{} port {} has no GID at index {} (RDMA_GID_INDEX):\n{}",
+                self.name, self.port, self.gid_index, self.text
+            )
         })
     }
 
@@ -252,9 +254,7 @@ impl Device {
             "gid_index" => self.gid_index.to_string(),
             "gid" => self.gid().to_string(),
             "gid_entries" => self.gids.len().to_string(),
-            "gid_list" => {
-                self.gids.iter().map(|(i, g, _)| format!("{i} ({g})")).collect::<Vec<_>>().join(", ")
-            }
+            "gid_list" => self.gids.iter().map(|(i, g, _)| format!("{i} ({g})")).collect::<Vec<_>>().join(", "),
             "empty_gid_index" => self.empty_gid_index().to_string(),
             "port_past_end" => self.port_past_end().to_string(),
             key => self.info(key).to_string(),
@@ -269,7 +269,11 @@ impl Device {
 
 /// The names in `ibv_devinfo -l`'s output ("1 HCA found:", then one indented name a line).
 fn parse_device_list(text: &str) -> Vec<String> {
-    text.lines().filter(|l| l.starts_with(char::is_whitespace)).map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
+    text.lines()
+        .filter(|l| l.starts_with(char::is_whitespace))
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// `ibv_devinfo -v`'s `key: value` lines, and its `GID[  N]: gid, type` lines.
@@ -501,7 +505,8 @@ fn picked(trace: &str) -> Vec<(Kind, String)> {
             (Regex::new(r"(?m)^ibv_create_qp .*\bqp_num=(0x[0-9a-f]{6})").unwrap(), &[Kind::Qpn][..]),
             (Regex::new(r"(?m)^  (?:local address|loopback): .*\bPSN (0x[0-9a-f]{6})").unwrap(), &[Kind::Psn][..]),
             (
-                Regex::new(r"(?m)^ibv_reg_mr +addr=(0x[0-9a-f]{16}) .*\blkey=(0x[0-9a-f]{8}) rkey=(0x[0-9a-f]{8})").unwrap(),
+                Regex::new(r"(?m)^ibv_reg_mr +addr=(0x[0-9a-f]{16}) .*\blkey=(0x[0-9a-f]{8}) rkey=(0x[0-9a-f]{8})")
+                    .unwrap(),
                 &[Kind::Addr, Kind::Lkey, Kind::Rkey][..],
             ),
         ]
@@ -556,7 +561,9 @@ pub fn redact(text: &str, side: Side, run: &Picks, dev: &Device) -> String {
         };
         let re = Regex::new(pattern).unwrap();
         text = re
-            .replace_all(&text, |caps: &regex::Captures| format!("{}{}", &caps["pre"], run.label(kinds, &caps["v"], &order)))
+            .replace_all(&text, |caps: &regex::Captures| {
+                format!("{}{}", &caps["pre"], run.label(kinds, &caps["v"], &order))
+            })
             .into_owned();
     }
     for (pattern, replacement) in OTHER_VALUES {
@@ -742,12 +749,7 @@ pub fn run(program: &str, args: &[String]) -> Output {
 
 /// Runs a server and a client (both bounded by [`TIMEOUT`]); the client retries its
 /// connect until the server listens, so they can start together.
-pub fn run_pair(
-    server: &str,
-    server_args: &[String],
-    client: &str,
-    client_args: &[String],
-) -> (Output, Output) {
+pub fn run_pair(server: &str, server_args: &[String], client: &str, client_args: &[String]) -> (Output, Output) {
     let deadline = Instant::now() + TIMEOUT;
     let s = spawn(server, server_args);
     // The C client does not retry a refused connect: start it only once the server listens.
@@ -784,11 +786,7 @@ pub fn stdout(out: &Output) -> String {
 
 /// The `-p` value of an argument list (rc_pingpong's default 18515 without one).
 fn port_of(args: &[String]) -> u16 {
-    args.iter()
-        .position(|a| a == "-p")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(18515)
+    args.iter().position(|a| a == "-p").and_then(|i| args.get(i + 1)).and_then(|p| p.parse().ok()).unwrap_or(18515)
 }
 
 /// True when some socket listens on TCP `port` (state 0A in /proc/net/tcp{,6}); checking
@@ -851,7 +849,11 @@ pub fn steps() -> Vec<Step> {
         let numbered = bin.len() > 3 && bin[..2].bytes().all(|b| b.is_ascii_digit()) && bin.as_bytes()[2] == b'_';
         assert!(numbered, "{}: `{bin}` is not named NN_name", path.display());
         if let Some(base) = base {
-            assert!(steps.iter().any(|s| s.bin == base), "{}: `{line}`: base `{base}` is not a step listed before", path.display());
+            assert!(
+                steps.iter().any(|s| s.bin == base),
+                "{}: `{line}`: base `{base}` is not a step listed before",
+                path.display()
+            );
         }
         let base = base.map(str::to_string).or_else(|| steps.last().map(|s| s.bin.clone()));
         steps.push(Step { bin: bin.to_string(), pair, base });
@@ -886,12 +888,8 @@ pub fn check_xml(text: &str) -> Result<String, String> {
             let end = after.find(';').ok_or(format!("bare & near byte {at}"))?;
             let ent = &after[..end];
             let ok = ["amp", "lt", "gt", "quot", "apos"].contains(&ent)
-                || ent
-                    .strip_prefix("#x")
-                    .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
-                || ent
-                    .strip_prefix('#')
-                    .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()));
+                || ent.strip_prefix("#x").is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
+                || ent.strip_prefix('#').is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()));
             if !ok {
                 return Err(format!("unknown entity &{ent}; near byte {at}"));
             }
@@ -922,9 +920,7 @@ pub fn check_xml(text: &str) -> Result<String, String> {
         } else if rest.starts_with("<![CDATA[") {
             i += rest.find("]]>").ok_or("unclosed CDATA")? + 3;
         } else if rest.starts_with("<!") {
-            return Err(format!(
-                "DOCTYPE/declaration at byte {i}: not expected in an SVG"
-            ));
+            return Err(format!("DOCTYPE/declaration at byte {i}: not expected in an SVG"));
         } else if rest.starts_with("</") {
             let (name, j) = name_at(i + 2);
             let close = text[j..].find('>').ok_or("unclosed end tag")?;
@@ -973,19 +969,13 @@ pub fn check_xml(text: &str) -> Result<String, String> {
                     return Err(format!("bad attribute in <{name}> at byte {j}"));
                 }
                 if !attrs.insert(attr.clone()) {
-                    return Err(format!(
-                        "duplicate attribute {attr} in <{name}> at byte {j}"
-                    ));
+                    return Err(format!("duplicate attribute {attr} in <{name}> at byte {j}"));
                 }
                 let q = b[k + 1];
                 if q != b'"' && q != b'\'' {
                     return Err(format!("unquoted attribute {attr} in <{name}> at byte {j}"));
                 }
-                let vend = text[k + 2..]
-                    .find(q as char)
-                    .ok_or("unclosed attribute value")?
-                    + k
-                    + 2;
+                let vend = text[k + 2..].find(q as char).ok_or("unclosed attribute value")? + k + 2;
                 let value = &text[k + 2..vend];
                 if value.contains('<') {
                     return Err(format!("`<` in attribute {attr} at byte {j}"));

@@ -221,7 +221,10 @@ fn port_past_phys_port_cnt() {
     let dev = common::device();
     let past = dev.port_past_end().to_string();
     let end = run(S01, &["-d", &dev.name, "-i", &past], PROMPT);
-    assert_explained(&end, &[&format!("using port {past} of"), &format!("{} port(s)", dev.port_past_end() - 1), "-i 1"]);
+    assert_explained(
+        &end,
+        &[&format!("using port {past} of"), &format!("{} port(s)", dev.port_past_end() - 1), "-i 1"],
+    );
 }
 
 #[test]
@@ -232,7 +235,10 @@ fn gid_index_past_the_table() {
     let past = len.to_string();
     let dev = device();
     let end = run(S01, &with(&dev, &["-g", &past]), PROMPT);
-    assert_explained(&end, &[&format!("GID index {past} is past the end"), &format!("{len} entries"), "pass an index that holds a GID: "]);
+    assert_explained(
+        &end,
+        &[&format!("GID index {past} is past the end"), &format!("{len} entries"), "pass an index that holds a GID: "],
+    );
 }
 
 #[test]
@@ -286,7 +292,10 @@ fn size_larger_than_memory_can_register() {
 
     let end = run(S03, &with(&base, &["-s", "4294967295"]), PROMPT);
     if max > total {
-        assert_explained(&end, &["allocating a 4294967295-byte buffer", "more than this machine's memory", "smaller -s"]);
+        assert_explained(
+            &end,
+            &["allocating a 4294967295-byte buffer", "more than this machine's memory", "smaller -s"],
+        );
     } else {
         // A machine with more than 4 GiB may really register 4 GiB; it must not panic.
         assert!(!end.stderr.contains("panicked"), "{}", end.dump());
@@ -297,7 +306,10 @@ fn size_larger_than_memory_can_register() {
     let size = (total - 4096).to_string();
     if total - 4096 <= max {
         let end = run(S03, &with(&base, &["-s", &size]), PROMPT);
-        assert_explained(&end, &[&format!("allocating a {size}-byte buffer"), "more than the memory available now", "smaller -s"]);
+        assert_explained(
+            &end,
+            &[&format!("allocating a {size}-byte buffer"), "more than the memory available now", "smaller -s"],
+        );
     }
 }
 
@@ -315,7 +327,16 @@ fn registering_past_the_locked_memory_limit_names_the_limit() {
     let args = ["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", &program];
     let end = run("setpriv", &args, PROMPT);
     let _ = std::fs::remove_file(&copy);
-    assert_explained(&end, &["ibv_reg_mr(length 1048576", "ENOMEM", "RLIMIT_MEMLOCK, 64 KiB", "ulimit -l", "CAP_IPC_LOCK (root, normally) is exempt"]);
+    assert_explained(
+        &end,
+        &[
+            "ibv_reg_mr(length 1048576",
+            "ENOMEM",
+            "RLIMIT_MEMLOCK, 64 KiB",
+            "ulimit -l",
+            "CAP_IPC_LOCK (root, normally) is exempt",
+        ],
+    );
 }
 
 #[test]

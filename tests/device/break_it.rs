@@ -14,10 +14,11 @@ use testkit as common;
 use std::process::Output;
 
 use common::{
-    args, book_output, device, device_args, device_lock, redact_sections, run, run_pair, snapshots, stdout, tcp_port, Picks,
+    args, book_output, device, device_args, device_lock, redact_sections, run, run_pair, snapshots, stdout, tcp_port,
+    Picks,
 };
-use rdma_dissect::breakit::{self, Case};
 use rdma_dissect::breakit::Side;
+use rdma_dissect::breakit::{self, Case};
 
 /// Both sides wait this long for a peer that never answers: the no-receive cases end
 /// with it, so it is short.
@@ -66,7 +67,11 @@ fn check<A>(bin: &str, case: &Case<A>, runs: &[Run]) {
     let errors: String = runs
         .iter()
         .map(|r| {
-            let head = if runs.len() > 1 { format!("--- {}: {}\n", r.label, status(r.out)) } else { format!("--- {}\n", status(r.out)) };
+            let head = if runs.len() > 1 {
+                format!("--- {}: {}\n", r.label, status(r.out))
+            } else {
+                format!("--- {}\n", status(r.out))
+            };
             head + &String::from_utf8_lossy(&r.out.stderr)
         })
         .collect();
@@ -182,11 +187,9 @@ fn break_help_lists_the_cases() {
 #[test]
 fn steps_without_cases_say_so() {
     let no_cases = "this step has no --break cases";
-    for program in [
-        env!("CARGO_BIN_EXE_01_open_device"),
-        env!("CARGO_BIN_EXE_02_alloc_pd"),
-        env!("CARGO_BIN_EXE_08_poll_cq"),
-    ] {
+    for program in
+        [env!("CARGO_BIN_EXE_01_open_device"), env!("CARGO_BIN_EXE_02_alloc_pd"), env!("CARGO_BIN_EXE_08_poll_cq")]
+    {
         let help = stdout(&run(program, &args(&["--help"])));
         assert!(help.contains("Usage:") && !help.contains("--break"), "{program} --help:\n{help}");
         let out = run(program, &args(&["--break", "help"]));

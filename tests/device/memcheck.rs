@@ -43,4 +43,3 @@ fn every_step_is_clean_under_valgrind_memcheck() {
     );
     eprintln!("{stdout}lab/memcheck took {:.0?}", started.elapsed());
 }
-

@@ -13,8 +13,8 @@
 use testkit as common;
 
 use common::{
-    args, assert_ok, book_output, device, device_args, device_lock, redact, run, run_pair, snapshots, stdout,
-    tcp_port, Picks, Side,
+    args, assert_ok, book_output, device, device_args, device_lock, redact, run, run_pair, snapshots, stdout, tcp_port,
+    Picks, Side,
 };
 
 /// A single-process step (01–04): one snapshot, `steps__<bin>.snap`.

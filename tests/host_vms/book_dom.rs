@@ -28,9 +28,8 @@ fn root() -> PathBuf {
 }
 
 fn find_tool(name: &str, hint: &str) -> PathBuf {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
     if let Some(home) = std::env::var_os("HOME") {
         dirs.push(PathBuf::from(home).join(".cargo/bin"));
     }
@@ -41,9 +40,7 @@ fn find_tool(name: &str, hint: &str) -> PathBuf {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("book-dom")
-        .join(format!("{tag}-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("book-dom").join(format!("{tag}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     dir
@@ -73,11 +70,7 @@ fn run_with_timeout(cmd: &mut Command, limit: Duration) -> (bool, String, String
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    (
-        ok,
-        fs::read_to_string(&out_path).unwrap_or_default(),
-        fs::read_to_string(&err_path).unwrap_or_default(),
-    )
+    (ok, fs::read_to_string(&out_path).unwrap_or_default(), fs::read_to_string(&err_path).unwrap_or_default())
 }
 
 /// Text content of an HTML fragment: tags removed, the common entities decoded.
@@ -107,14 +100,9 @@ fn code_blocks(dom: &str) -> Vec<(String, String)> {
     while let Some(i) = rest.find("<code") {
         let tag_end = rest[i..].find('>').map(|e| i + e).unwrap();
         let tag = &rest[i..tag_end];
-        let class = tag
-            .split_once("class=\"")
-            .map(|(_, c)| c.split('"').next().unwrap().to_string())
-            .unwrap_or_default();
-        let close = rest[tag_end..]
-            .find("</code>")
-            .map(|e| tag_end + e)
-            .unwrap();
+        let class =
+            tag.split_once("class=\"").map(|(_, c)| c.split('"').next().unwrap().to_string()).unwrap_or_default();
+        let close = rest[tag_end..].find("</code>").map(|e| tag_end + e).unwrap();
         blocks.push((class, text_of(&rest[tag_end + 1..close])));
         rest = &rest[close..];
     }
@@ -122,10 +110,7 @@ fn code_blocks(dom: &str) -> Vec<(String, String)> {
 }
 
 fn first_content_line(lines: impl Iterator<Item = String>) -> String {
-    lines
-        .map(|l| l.trim().to_string())
-        .find(|l| l.len() > 8)
-        .expect("a non-trivial line")
+    lines.map(|l| l.trim().to_string()).find(|l| l.len() > 8).expect("a non-trivial line")
 }
 
 /// `mdbook build book` into a fresh directory of ours; its path.
@@ -142,10 +127,7 @@ fn build_book(tag: &str) -> PathBuf {
 
 /// The DOM of `page` after its scripts ran, from headless Chromium (with `extra` flags).
 fn chromium_dom(page: &Path, extra: &[&str], limit: Duration) -> String {
-    let chromium = find_tool(
-        "chromium",
-        "run book/install-tools --with-chromium (apt-get install chromium)",
-    );
+    let chromium = find_tool("chromium", "run book/install-tools --with-chromium (apt-get install chromium)");
     let profile = temp_dir("chromium-profile");
     let (ok, dom, err) = run_with_timeout(
         Command::new(&chromium)
@@ -178,18 +160,12 @@ fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
     let dom = chromium_dom(&page, &[], Duration::from_secs(120));
 
     // The title, in <title> and as the chapter's heading.
-    let title = dom
-        .split_once("<title>")
-        .and_then(|(_, t)| t.split_once("</title>"))
-        .map(|(t, _)| text_of(t));
+    let title = dom.split_once("<title>").and_then(|(_, t)| t.split_once("</title>")).map(|(t, _)| text_of(t));
     assert!(
         title.as_deref().is_some_and(|t| t.starts_with(TITLE)),
         "<title> is {title:?}, expected it to start with {TITLE:?}"
     );
-    assert!(
-        text_of(&dom).contains(TITLE),
-        "the heading {TITLE:?} is not on the page"
-    );
+    assert!(text_of(&dom).contains(TITLE), "the heading {TITLE:?} is not on the page");
 
     let blocks = code_blocks(&dom);
 
@@ -204,19 +180,12 @@ fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
         .map(str::to_string);
     let code_line = first_content_line(stage_body);
     assert!(
-        blocks
-            .iter()
-            .any(|(class, text)| class.contains("language-rust") && text.contains(&code_line)),
+        blocks.iter().any(|(class, text)| class.contains("language-rust") && text.contains(&code_line)),
         "no rendered Rust block contains the stage's line {code_line:?}; code blocks: {:?}",
-        blocks
-            .iter()
-            .map(|(c, t)| (c, t.chars().take(60).collect::<String>()))
-            .collect::<Vec<_>>()
+        blocks.iter().map(|(c, t)| (c, t.chars().take(60).collect::<String>())).collect::<Vec<_>>()
     );
     assert!(
-        blocks
-            .iter()
-            .any(|(class, _)| class.contains("language-rust") && class.contains("hljs")),
+        blocks.iter().any(|(class, _)| class.contains("language-rust") && class.contains("hljs")),
         "the Rust blocks were not highlighted: did the page's JavaScript run?"
     );
 
@@ -224,9 +193,7 @@ fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
     let output = fs::read_to_string(root().join(OUTPUT)).expect("the chapter's output file");
     let trace_line = first_content_line(output.lines().map(str::to_string));
     assert!(
-        blocks
-            .iter()
-            .any(|(class, text)| class.contains("language-console") && text.contains(&trace_line)),
+        blocks.iter().any(|(class, text)| class.contains("language-console") && text.contains(&trace_line)),
         "no rendered console block contains the trace line {trace_line:?}"
     );
     // And no snapshot instead of it: no insta header, no placeholder.
@@ -239,21 +206,11 @@ fn chromium_renders_a_step_chapter_with_its_code_and_trace() {
 #[test]
 fn mdbook_test_passes() {
     let mdbook = find_tool("mdbook", "run book/install-tools");
-    let (ok, out, err) = run_with_timeout(
-        Command::new(&mdbook).arg("test").arg(root().join("book")),
-        Duration::from_secs(300),
-    );
+    let (ok, out, err) =
+        run_with_timeout(Command::new(&mdbook).arg("test").arg(root().join("book")), Duration::from_secs(300));
     assert!(ok, "mdbook test book failed:\n{out}{err}");
-    let problems: Vec<&str> = err
-        .lines()
-        .chain(out.lines())
-        .filter(|l| l.contains("ERROR"))
-        .collect();
-    assert!(
-        problems.is_empty(),
-        "mdbook test book logged errors:\n{}",
-        problems.join("\n")
-    );
+    let problems: Vec<&str> = err.lines().chain(out.lines()).filter(|l| l.contains("ERROR")).collect();
+    assert!(problems.is_empty(), "mdbook test book logged errors:\n{}", problems.join("\n"));
 }
 
 /// No listing or output block of chapters 01–09 scrolls sideways at 1280 px: a reader sees
@@ -266,7 +223,12 @@ fn no_block_of_chapters_01_to_09_scrolls_sideways_at_1280px() {
     let mut chapters: Vec<String> = fs::read_dir(&html)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.len() > 3 && n.as_bytes()[2] == b'_' && n.as_bytes()[..2].iter().all(u8::is_ascii_digit) && n.ends_with(".html"))
+        .filter(|n| {
+            n.len() > 3
+                && n.as_bytes()[2] == b'_'
+                && n.as_bytes()[..2].iter().all(u8::is_ascii_digit)
+                && n.ends_with(".html")
+        })
         .collect();
     chapters.sort();
     assert_eq!(chapters.len(), 9, "chapters 01–09 built: {chapters:?}");
@@ -333,9 +295,10 @@ next(0);
         .unwrap_or_default();
     let mut lines = result.lines();
     let counted = lines.next().unwrap_or("");
-    let blocks: usize = counted.strip_prefix("blocks ").and_then(|n| n.parse().ok()).unwrap_or_else(|| {
-        panic!("the measuring page did not finish: {result:?}")
-    });
+    let blocks: usize = counted
+        .strip_prefix("blocks ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the measuring page did not finish: {result:?}"));
     assert!(blocks >= 100, "only {blocks} blocks measured in chapters 01–09");
     let wide: Vec<&str> = lines.collect();
     assert!(wide.is_empty(), "{} of {blocks} blocks scroll sideways at 1280 px:\n{}", wide.len(), wide.join("\n"));

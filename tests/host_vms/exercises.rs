@@ -196,11 +196,17 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
     assert!(r.contains("PASS 06: "), "a correctly filled-in 06 did not pass:\n{r}");
     let r = report(&text, "05");
     assert!(r.contains("FAIL 05: "), "{r}");
-    assert!(r.contains("attribute IBV_QP_MIN_RNR_TIMER: min_rnr_timer: expected 12, got 0"), "05's report does not name the attribute:\n{r}");
+    assert!(
+        r.contains("attribute IBV_QP_MIN_RNR_TIMER: min_rnr_timer: expected 12, got 0"),
+        "05's report does not name the attribute:\n{r}"
+    );
     assert!(r.contains("reread: book chapter 05"), "{r}");
     let r = report(&text, "04");
     assert!(r.contains("FAIL 04: "), "{r}");
-    assert!(r.contains("ibv_modify_qp") && r.contains("the mask lacks IBV_QP_PORT"), "04's report does not name the mask bit:\n{r}");
+    assert!(
+        r.contains("ibv_modify_qp") && r.contains("the mask lacks IBV_QP_PORT"),
+        "04's report does not name the mask bit:\n{r}"
+    );
     assert!(r.contains("EINVAL"), "04's report does not show the device's answer:\n{r}");
 
     // The same verdicts, as a grader reads them.
@@ -208,9 +214,14 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
     assert_eq!(common::check_xml(&xml), Ok("testsuites".to_string()), "not well-formed:\n{xml}");
     assert!(xml.contains(r#"<testsuite name="lab/check" tests="3" failures="2" errors="0""#), "{xml}");
     let case = |bin: &str| -> &str {
-        let start = xml.find(&format!(r#"<testcase classname="lab.check" name="{bin}""#)).unwrap_or_else(|| panic!("no {bin}:\n{xml}"));
+        let start = xml
+            .find(&format!(r#"<testcase classname="lab.check" name="{bin}""#))
+            .unwrap_or_else(|| panic!("no {bin}:\n{xml}"));
         let rest = &xml[start..];
-        let end = rest.find("/>\n").filter(|&i| !rest[..i].contains('>')).unwrap_or_else(|| rest.find("</testcase>").unwrap());
+        let end = rest
+            .find("/>\n")
+            .filter(|&i| !rest[..i].contains('>'))
+            .unwrap_or_else(|| rest.find("</testcase>").unwrap());
         &rest[..end]
     };
     assert!(!case("06_modify_qp_rts").contains("<failure"), "06 passed, yet:\n{xml}");

@@ -67,12 +67,13 @@ fn a_missing_command_is_127_with_a_message() {
 #[test]
 fn cwd_and_allow_listed_environment_pass_through() {
     let sub = project().join("src");
-    let out = run(lab_run(&["sh", "-c", "pwd; echo \"$NO_COLOR|$INSTA_X|$RDMA_DEVICE|${LAB_SECRET-unset}|$LAB_GUEST\""])
-        .current_dir(&sub)
-        .env("NO_COLOR", "1")
-        .env("INSTA_X", "insta value with spaces")
-        .env("RDMA_DEVICE", "rxe0")
-        .env("LAB_SECRET", "must not pass"));
+    let out =
+        run(lab_run(&["sh", "-c", "pwd; echo \"$NO_COLOR|$INSTA_X|$RDMA_DEVICE|${LAB_SECRET-unset}|$LAB_GUEST\""])
+            .current_dir(&sub)
+            .env("NO_COLOR", "1")
+            .env("INSTA_X", "insta value with spaces")
+            .env("RDMA_DEVICE", "rxe0")
+            .env("LAB_SECRET", "must not pass"));
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let mut lines = stdout.lines();
@@ -82,11 +83,7 @@ fn cwd_and_allow_listed_environment_pass_through() {
 
 #[test]
 fn rxe0_is_active_with_the_ipv4_mapped_gid_at_index_1() {
-    let out = run(&mut lab_run(&[
-        "sh",
-        "-c",
-        "ibv_devinfo -d rxe0; cat /sys/class/infiniband/rxe0/ports/1/gids/1",
-    ]));
+    let out = run(&mut lab_run(&["sh", "-c", "ibv_devinfo -d rxe0; cat /sys/class/infiniband/rxe0/ports/1/gids/1"]));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("PORT_ACTIVE"), "{stdout}");

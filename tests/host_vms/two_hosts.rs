@@ -73,7 +73,12 @@ const DEVICE_ARGS: &str = r#"-d "$RDMA_DEVICE" -i "$RDMA_IB_PORT" -g "$RDMA_GID_
 /// again (same PSN), which the responder acknowledges again. That is RC working as it
 /// should, but it depends on the machine's load, not on the stage.
 fn across_two_hosts(exe: &str, args: &str, tag: &str) -> Run {
-    let mut run = across_two_hosts_as(tag, &format!("{exe} {DEVICE_ARGS} {args}"), &format!("{exe} {DEVICE_ARGS} {args} 192.0.2.1"), 1);
+    let mut run = across_two_hosts_as(
+        tag,
+        &format!("{exe} {DEVICE_ARGS} {args}"),
+        &format!("{exe} {DEVICE_ARGS} {args} 192.0.2.1"),
+        1,
+    );
     assert_eq!(run.status, Some(0), "{tag} across two hosts failed:\n{}", run.output);
     // A retransmission repeats its packet's sender, opcode and PSN; its acknowledgement
     // repeats the first one's. Keep the first of each.
@@ -223,9 +228,8 @@ fn step_07_sends_one_send_each_way_starting_at_the_exchanged_psns() {
             assert_eq!(p.psn, (psn + i as u32) & 0xff_ffff, "{sender} packet {i}: {p:?}");
         }
         assert!(sends[3].rest.contains("ack-req"));
-        let acked = run.packets.iter().any(|p| {
-            p.src != ip && p.opcode == "RC Acknowledge" && p.psn == (psn + 3) & 0xff_ffff
-        });
+        let acked =
+            run.packets.iter().any(|p| p.src != ip && p.opcode == "RC Acknowledge" && p.psn == (psn + 3) & 0xff_ffff);
         assert!(acked, "{receiver} never acknowledged {sender}'s last packet: {:?}", run.packets);
     }
     snapshot("wire-07_post_send", &wire_view(&run));
@@ -235,7 +239,8 @@ fn step_07_sends_one_send_each_way_starting_at_the_exchanged_psns() {
 fn step_08_ping_pong_crosses_the_wire() {
     // Three round trips of one-packet messages (1024 bytes at path MTU 1024: SEND Only),
     // so the whole conversation fits on a page of the book.
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_08_poll_cq"), &format!("-p {} -n 3 -s 1024", common::tcp_port()), "08");
+    let run =
+        across_two_hosts(env!("CARGO_BIN_EXE_08_poll_cq"), &format!("-p {} -n 3 -s 1024", common::tcp_port()), "08");
     assert!(run.output.contains("[h1] 3 iters in"), "{}", run.output);
     assert!(run.output.contains("[h2] 3 iters in"), "{}", run.output);
     let (client, server) = (run.local_psn("h2"), run.local_psn("h1"));
@@ -334,15 +339,21 @@ const COUNTERS: &str = r#"rc=$?; echo "kernel: $(uname -r)"; c=/sys/class/infini
 fn counter(run: &Run, host: &str, line: &str, key: &str) -> u64 {
     let start = format!("[{host}] {line}");
     let l = run.output.lines().find(|l| l.starts_with(&start)).unwrap_or_else(|| panic!("no {start}:\n{}", run.output));
-    let word = l.split(' ').find_map(|w| w.strip_prefix(&format!("{key}="))).unwrap_or_else(|| panic!("no {key} in {l}"));
+    let word =
+        l.split(' ').find_map(|w| w.strip_prefix(&format!("{key}="))).unwrap_or_else(|| panic!("no {key} in {l}"));
     word.parse().unwrap()
 }
 
 /// The (major, minor) release of the kernel `host` ran, from its `kernel:` line.
 fn kernel_of(run: &Run, host: &str) -> (u32, u32) {
     let start = format!("[{host}] kernel: ");
-    let release = run.output.lines().find_map(|l| l.strip_prefix(&start)).unwrap_or_else(|| panic!("no {start}:\n{}", run.output));
-    let mut numbers = release.split(['.', '-', '+']).map(|n| n.parse().unwrap_or_else(|_| panic!("kernel release {release}")));
+    let release = run
+        .output
+        .lines()
+        .find_map(|l| l.strip_prefix(&start))
+        .unwrap_or_else(|| panic!("no {start}:\n{}", run.output));
+    let mut numbers =
+        release.split(['.', '-', '+']).map(|n| n.parse().unwrap_or_else(|_| panic!("kernel release {release}")));
     (numbers.next().unwrap(), numbers.next().unwrap())
 }
 
@@ -513,8 +524,10 @@ fn an_rnr_nak_and_its_retry_on_the_wire() {
     assert!(run.output.contains("[h2] error: work request"), "{}", run.output);
     assert!(run.output.contains("RNR retry counter exceeded"), "{}", run.output);
     let psn = run.local_psn("h2");
-    let sends: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.2" && p.opcode == "RC Send Only").collect();
-    let naks: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.1" && p.rest.contains("syndrome=0x2c")).collect();
+    let sends: Vec<&Packet> =
+        run.packets.iter().filter(|p| p.src == "192.0.2.2" && p.opcode == "RC Send Only").collect();
+    let naks: Vec<&Packet> =
+        run.packets.iter().filter(|p| p.src == "192.0.2.1" && p.rest.contains("syndrome=0x2c")).collect();
     // The first try and one retry, each the same packet, each answered by an RNR NAK
     // (0x2c: type 01 RNR NAK, timer code 12). On a loaded host a NAK can arrive after the
     // client's ACK timer (timeout 14: ≈67 ms) fired: the client then also retransmits the
@@ -540,8 +553,10 @@ fn a_psn_sequence_nak_on_the_wire() {
     let run = break_across_two_hosts(env!("CARGO_BIN_EXE_06_modify_qp_rts"), "wrong-sq-psn");
     assert!(run.output.contains("transport retry counter exceeded"), "{}", run.output);
     let psn = run.local_psn("h2");
-    let sends: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.2" && p.opcode == "RC Send Only").collect();
-    let naks: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.1" && p.rest.contains("syndrome=0x60")).collect();
+    let sends: Vec<&Packet> =
+        run.packets.iter().filter(|p| p.src == "192.0.2.2" && p.opcode == "RC Send Only").collect();
+    let naks: Vec<&Packet> =
+        run.packets.iter().filter(|p| p.src == "192.0.2.1" && p.rest.contains("syndrome=0x60")).collect();
     assert_eq!(sends.len(), 2, "{:?}", run.packets);
     assert!(sends.iter().all(|p| p.psn == (psn + 1) & 0xff_ffff), "{:?}", run.packets);
     assert_eq!(naks.len(), 1, "one NAK, not one per packet: {:?}", run.packets);

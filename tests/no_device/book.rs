@@ -51,11 +51,7 @@ fn read(path: &Path) -> String {
 /// The mdbook binary, or a loud failure that says how to get it.
 fn mdbook() -> PathBuf {
     let candidates = std::env::var_os("PATH")
-        .map(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("mdbook"))
-                .collect::<Vec<_>>()
-        })
+        .map(|p| std::env::split_paths(&p).map(|d| d.join("mdbook")).collect::<Vec<_>>())
         .unwrap_or_default()
         .into_iter()
         .chain(std::env::var_os("CARGO_HOME").map(|h| PathBuf::from(h).join("bin/mdbook")))
@@ -102,21 +98,10 @@ fn built_book() -> &'static Path {
             .arg(&dest)
             .output()
             .expect("run mdbook build");
-        let log = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "mdbook build book failed:\n{log}");
-        let bad: Vec<&str> = log
-            .lines()
-            .filter(|l| l.contains("ERROR") || l.contains("WARN"))
-            .collect();
-        assert!(
-            bad.is_empty(),
-            "mdbook build book logged problems:\n{}",
-            bad.join("\n")
-        );
+        let bad: Vec<&str> = log.lines().filter(|l| l.contains("ERROR") || l.contains("WARN")).collect();
+        assert!(bad.is_empty(), "mdbook build book logged problems:\n{}", bad.join("\n"));
         dest
     })
 }
@@ -157,9 +142,7 @@ fn includes_in(chapter: &Path) -> Vec<Include> {
         let mut rest = line;
         while let Some(start) = rest.find("{{#") {
             let after = &rest[start + 3..];
-            let end = after
-                .find("}}")
-                .unwrap_or_else(|| panic!("{}:{}: unterminated {{{{#", chapter.display(), n + 1));
+            let end = after.find("}}").unwrap_or_else(|| panic!("{}:{}: unterminated {{{{#", chapter.display(), n + 1));
             let body = after[..end].trim();
             rest = &after[end + 2..];
             let (kind, arg) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
@@ -180,18 +163,13 @@ fn includes_in(chapter: &Path) -> Vec<Include> {
 }
 
 fn all_includes() -> Vec<Include> {
-    markdown_files()
-        .iter()
-        .flat_map(|p| includes_in(p))
-        .collect()
+    markdown_files().iter().flat_map(|p| includes_in(p)).collect()
 }
 
 /// The lines between `ANCHOR: name` and `ANCHOR_END: name`, without nested anchor lines.
 fn anchor_body(text: &str, name: &str) -> Option<Vec<String>> {
-    let is_marker = |l: &str, kind: &str| {
-        l.split_once(kind)
-            .is_some_and(|(_, n)| n.trim().trim_end_matches("-->").trim() == name)
-    };
+    let is_marker =
+        |l: &str, kind: &str| l.split_once(kind).is_some_and(|(_, n)| n.trim().trim_end_matches("-->").trim() == name);
     let mut lines = text.lines();
     lines.by_ref().find(|l| is_marker(l, "ANCHOR:"))?;
     let mut body = Vec::new();
@@ -221,14 +199,7 @@ fn parse_range(selector: &str) -> Option<(Option<usize>, Option<usize>)> {
 }
 
 fn where_(inc: &Include) -> String {
-    format!(
-        "{}:{}",
-        inc.chapter
-            .strip_prefix(root())
-            .unwrap_or(&inc.chapter)
-            .display(),
-        inc.line
-    )
+    format!("{}:{}", inc.chapter.strip_prefix(root()).unwrap_or(&inc.chapter).display(), inc.line)
 }
 
 #[test]
@@ -236,28 +207,18 @@ fn book_builds() {
     let dir = built_book();
     assert!(dir.join("index.html").is_file());
     for bin in bins() {
-        assert!(
-            dir.join(format!("{bin}.html")).is_file(),
-            "no {bin}.html in the built book"
-        );
+        assert!(dir.join(format!("{bin}.html")).is_file(), "no {bin}.html in the built book");
     }
 }
 
 #[test]
 fn every_include_and_anchor_resolves_to_something() {
     let includes = all_includes();
-    assert!(
-        includes.len() >= 9,
-        "the chapters include almost nothing: {includes:#?}"
-    );
+    assert!(includes.len() >= 9, "the chapters include almost nothing: {includes:#?}");
     let mut problems = Vec::new();
     for inc in &includes {
         let Ok(text) = fs::read_to_string(&inc.file) else {
-            problems.push(format!(
-                "{}: no such file {}",
-                where_(inc),
-                inc.file.display()
-            ));
+            problems.push(format!("{}: no such file {}", where_(inc), inc.file.display()));
             continue;
         };
         let lines: Vec<&str> = text.lines().collect();
@@ -292,19 +253,10 @@ fn every_include_and_anchor_resolves_to_something() {
             }
         };
         if body.iter().all(|l| l.trim().is_empty()) {
-            problems.push(format!(
-                "{}: {}:{} includes nothing",
-                where_(inc),
-                inc.file.display(),
-                inc.selector
-            ));
+            problems.push(format!("{}: {}:{} includes nothing", where_(inc), inc.file.display(), inc.selector));
         }
     }
-    assert!(
-        problems.is_empty(),
-        "includes that resolve to nothing:\n{}",
-        problems.join("\n")
-    );
+    assert!(problems.is_empty(), "includes that resolve to nothing:\n{}", problems.join("\n"));
 }
 
 const SECTIONS: [&str; 7] = [
@@ -321,31 +273,23 @@ const SECTIONS: [&str; 7] = [
 fn every_step_has_a_chapter_in_the_summary_with_the_template() {
     let summary = read(&book_src().join("SUMMARY.md"));
     for bin in bins() {
-        assert!(
-            summary.contains(&format!("({bin}.md)")),
-            "SUMMARY.md does not list {bin}.md"
-        );
+        assert!(summary.contains(&format!("({bin}.md)")), "SUMMARY.md does not list {bin}.md");
         let chapter = read(&book_src().join(format!("{bin}.md")));
         let mut at = 0;
         for s in SECTIONS {
-            let found = chapter[at..].find(&format!("\n{s}")).unwrap_or_else(|| {
-                panic!("{bin}.md: section `{s}` missing or out of order (template: {SECTIONS:?})")
-            });
+            let found = chapter[at..]
+                .find(&format!("\n{s}"))
+                .unwrap_or_else(|| panic!("{bin}.md: section `{s}` missing or out of order (template: {SECTIONS:?})"));
             at += found + 1;
         }
         // The stage's code and the step's new lines are both quoted.
         let includes = includes_in(&book_src().join(format!("{bin}.md")));
         assert!(
-            includes
-                .iter()
-                .any(|i| i.file.starts_with(book_src().join("../../src/stages"))
-                    && i.selector == "stage"),
+            includes.iter().any(|i| i.file.starts_with(book_src().join("../../src/stages")) && i.selector == "stage"),
             "{bin}.md does not include a src/stages/*.rs:stage anchor"
         );
         assert!(
-            includes
-                .iter()
-                .any(|i| i.file.ends_with(format!("steps/{bin}.rs")) && i.selector == "new"),
+            includes.iter().any(|i| i.file.ends_with(format!("steps/{bin}.rs")) && i.selector == "new"),
             "{bin}.md does not include steps/{bin}.rs:new"
         );
     }
@@ -372,14 +316,10 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
         let chapter_path = book_src().join(format!("{bin}.md"));
         let chapter = read(&chapter_path);
         let start = chapter.find("\n## Run it").expect("Run it section") + 1;
-        let end = chapter[start + 1..]
-            .find("\n## ")
-            .map_or(chapter.len(), |e| start + 1 + e);
+        let end = chapter[start + 1..].find("\n## ").map_or(chapter.len(), |e| start + 1 + e);
         let run_it_lines = chapter[..start].lines().count() + 1..=chapter[..end].lines().count();
-        let incs: Vec<Include> = includes_in(&chapter_path)
-            .into_iter()
-            .filter(|i| run_it_lines.contains(&i.line))
-            .collect();
+        let incs: Vec<Include> =
+            includes_in(&chapter_path).into_iter().filter(|i| run_it_lines.contains(&i.line)).collect();
         assert!(!incs.is_empty(), "{bin}.md: `Run it` includes no trace");
         let mut shown = BTreeSet::new();
         for inc in &incs {
@@ -409,14 +349,8 @@ fn run_it_shows_every_snapshot_of_the_step_and_nothing_else() {
                     .collect()
             })
             .unwrap_or_default();
-        assert!(
-            !expected.is_empty(),
-            "no snapshot tests/snapshots/steps__{bin}[-server|-client].snap"
-        );
-        assert_eq!(
-            shown, expected,
-            "{bin}.md: `Run it` must show exactly the step's snapshots (their real outputs)"
-        );
+        assert!(!expected.is_empty(), "no snapshot tests/snapshots/steps__{bin}[-server|-client].snap");
+        assert_eq!(shown, expected, "{bin}.md: `Run it` must show exactly the step's snapshots (their real outputs)");
     }
 }
 
@@ -445,7 +379,10 @@ fn book_outputs_are_real_runs_of_their_snapshots() {
             )
         });
         for placeholder in ["[QPN", "[PSN", "[LKEY", "[RKEY", "[ADDR", "[GUID", "[DEVICE", "[GID"] {
-            assert!(!raw.contains(placeholder), "book/src/output/{name}: the book shows real values, not {placeholder}…]");
+            assert!(
+                !raw.contains(placeholder),
+                "book/src/output/{name}: the book shows real values, not {placeholder}…]"
+            );
         }
         // The values each side picked come from the traces of the same run.
         let picks = if let Some(stem) = name.strip_suffix("-server.snap").or(name.strip_suffix("-client.snap")) {
@@ -519,15 +456,11 @@ fn break_it_shows_every_break_snapshot_of_the_step() {
 #[test]
 fn every_snapshot_include_skips_exactly_the_yaml_header() {
     let mut n = 0;
-    for inc in all_includes()
-        .iter()
-        .filter(|i| i.file.extension().is_some_and(|e| e == "snap"))
-    {
+    for inc in all_includes().iter().filter(|i| i.file.extension().is_some_and(|e| e == "snap")) {
         let Ok(text) = fs::read_to_string(&inc.file) else {
             panic!("{}: no such file {}", where_(inc), inc.file.display());
         };
-        let header = snapshot_header_len(&text)
-            .unwrap_or_else(|| panic!("{}: no insta header", inc.file.display()));
+        let header = snapshot_header_len(&text).unwrap_or_else(|| panic!("{}: no insta header", inc.file.display()));
         assert_eq!(
             inc.selector,
             format!("{}:", header + 1),
@@ -557,8 +490,7 @@ fn generated_diffs_are_current() {
     // The first step shows its whole file, every later one its diff.
     let first = &bins()[0];
     assert!(
-        read(&book_src().join(format!("{first}.md")))
-            .contains(&format!("{{{{#include generated/{first}.rs}}}}")),
+        read(&book_src().join(format!("{first}.md"))).contains(&format!("{{{{#include generated/{first}.rs}}}}")),
         "{first}.md does not include generated/{first}.rs"
     );
     for bin in bins().iter().skip(1) {
@@ -644,10 +576,7 @@ fn offline_link_check() {
     let dir = built_book();
     let mut files = Vec::new();
     walk(dir, &mut files);
-    let pages: Vec<&PathBuf> = files
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "html"))
-        .collect();
+    let pages: Vec<&PathBuf> = files.iter().filter(|p| p.extension().is_some_and(|e| e == "html")).collect();
     assert!(pages.len() > 10);
     let mut broken = Vec::new();
     let mut checked = 0;
@@ -663,9 +592,7 @@ fn offline_link_check() {
         for link in html_links(&html) {
             let external = link.contains("://")
                 || link.starts_with("//")
-                || ["mailto:", "data:", "javascript:", "tel:"]
-                    .iter()
-                    .any(|s| link.starts_with(s));
+                || ["mailto:", "data:", "javascript:", "tel:"].iter().any(|s| link.starts_with(s));
             if external || link.is_empty() || link.contains("{{") {
                 continue;
             }
@@ -674,51 +601,28 @@ fn offline_link_check() {
                 None => (link.as_str(), None),
             };
             let path = path.split('?').next().unwrap();
-            let target = if path.is_empty() {
-                page.to_path_buf()
-            } else {
-                page.parent().unwrap().join(path)
-            };
-            let target = if target.is_dir() {
-                target.join("index.html")
-            } else {
-                target
-            };
+            let target = if path.is_empty() { page.to_path_buf() } else { page.parent().unwrap().join(path) };
+            let target = if target.is_dir() { target.join("index.html") } else { target };
             checked += 1;
             if !target.is_file() {
-                broken.push(format!(
-                    "{}: {link}",
-                    page.strip_prefix(dir).unwrap().display()
-                ));
+                broken.push(format!("{}: {link}", page.strip_prefix(dir).unwrap().display()));
                 continue;
             }
             if let Some(f) = fragment.filter(|f| !f.is_empty()) {
-                let target_ids = ids
-                    .entry(target.clone())
-                    .or_insert_with(|| html_ids(&read(&target)));
+                let target_ids = ids.entry(target.clone()).or_insert_with(|| html_ids(&read(&target)));
                 if target.extension().is_some_and(|e| e == "html") && !target_ids.contains(f) {
-                    broken.push(format!(
-                        "{}: {link} (no id `{f}`)",
-                        page.strip_prefix(dir).unwrap().display()
-                    ));
+                    broken.push(format!("{}: {link} (no id `{f}`)", page.strip_prefix(dir).unwrap().display()));
                 }
             }
         }
     }
     assert!(checked > 100, "the link check saw only {checked} links");
-    assert!(
-        broken.is_empty(),
-        "broken links in the rendered book:\n{}",
-        broken.join("\n")
-    );
+    assert!(broken.is_empty(), "broken links in the rendered book:\n{}", broken.join("\n"));
 }
 
 #[test]
 fn xml_checker_rejects_what_it_should() {
-    assert_eq!(
-        check_xml("<?xml version=\"1.0\"?>\n<svg a=\"1\"><g/><!-- c --></svg>\n"),
-        Ok("svg".into())
-    );
+    assert_eq!(check_xml("<?xml version=\"1.0\"?>\n<svg a=\"1\"><g/><!-- c --></svg>\n"), Ok("svg".into()));
     for bad in [
         "<svg><g></svg>",
         "<svg a=1></svg>",
@@ -745,34 +649,15 @@ fn diagrams_are_well_formed_svg_and_all_used() {
         }
         n += 1;
         let text = read(&p);
-        let root_el = check_xml(&text)
-            .unwrap_or_else(|e| panic!("{}: not well-formed XML: {e}", p.display()));
+        let root_el = check_xml(&text).unwrap_or_else(|e| panic!("{}: not well-formed XML: {e}", p.display()));
         assert_eq!(root_el, "svg", "{}: root element", p.display());
-        assert!(
-            text.contains("xmlns=\"http://www.w3.org/2000/svg\""),
-            "{}: no SVG namespace",
-            p.display()
-        );
-        assert!(
-            text.contains("viewBox=\""),
-            "{}: no viewBox (it will not scale)",
-            p.display()
-        );
-        assert!(
-            text.contains("<title"),
-            "{}: no <title> (accessibility)",
-            p.display()
-        );
+        assert!(text.contains("xmlns=\"http://www.w3.org/2000/svg\""), "{}: no SVG namespace", p.display());
+        assert!(text.contains("viewBox=\""), "{}: no viewBox (it will not scale)", p.display());
+        assert!(text.contains("<title"), "{}: no <title> (accessibility)", p.display());
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        assert!(
-            all_md.contains(&format!("diagrams/{name}")),
-            "diagram {name} is not used by any chapter"
-        );
+        assert!(all_md.contains(&format!("diagrams/{name}")), "diagram {name} is not used by any chapter");
     }
-    assert!(
-        n >= 4,
-        "expected the four diagrams (objects, QP states, exchange, pipeline)"
-    );
+    assert!(n >= 4, "expected the four diagrams (objects, QP states, exchange, pipeline)");
 }
 
 #[test]
@@ -814,21 +699,14 @@ fn flag_reference_agrees_with_cli_rs() {
         }
         let ours = cells[3];
         // Flags are the `code` spans: the odd pieces of a split on backticks.
-        let Some(long) = ours
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .find_map(|f| f.strip_prefix("--"))
-        else {
+        let Some(long) = ours.split('`').skip(1).step_by(2).find_map(|f| f.strip_prefix("--")) else {
             continue;
         };
         rows += 1;
         let decl = cli
             .lines()
             .find(|l| l.contains(&format!("long = \"{long}\"")))
-            .unwrap_or_else(|| {
-                panic!("flags.md lists --{long}, src/cli.rs has no `long = \"{long}\"`")
-            });
+            .unwrap_or_else(|| panic!("flags.md lists --{long}, src/cli.rs has no `long = \"{long}\"`"));
         let default = cells[4].trim_matches('`');
         if default.chars().all(|c| c.is_ascii_digit()) && !default.is_empty() {
             assert!(
@@ -837,10 +715,7 @@ fn flag_reference_agrees_with_cli_rs() {
             );
         }
     }
-    assert!(
-        rows >= 10,
-        "flags.md: expected a row per flag, found {rows}"
-    );
+    assert!(rows >= 10, "flags.md: expected a row per flag, found {rows}");
 }
 
 /// The ladder diagrams of the wire (`book/src/diagrams/ladder-*.svg`), drawn by `cargo xtask
@@ -869,7 +744,8 @@ fn run_it_shows_what_each_stage_adds() {
     let added = assert_current(xtask::book::added::generate(&root(), &common::steps()));
     for (name, _) in &added.files {
         // steps__<bin>[-server|-client].txt
-        let step = name["steps__".len()..name.len() - ".txt".len()].trim_end_matches("-server").trim_end_matches("-client");
+        let step =
+            name["steps__".len()..name.len() - ".txt".len()].trim_end_matches("-server").trim_end_matches("-client");
         let chapter = read(&book_src().join(format!("{step}.md")));
         assert!(chapter.contains(&format!("{{{{#include added/{name}}}}}")), "{step}.md does not show added/{name}");
     }
@@ -904,8 +780,7 @@ fn c_anchors() -> BTreeMap<String, CAnchor> {
             let Some(name) = line.trim().strip_prefix("// ANCHOR: c_") else { continue };
             let body = anchor_body(&verbs, &format!("c_{name}")).expect("anchor without its end");
             // The prototype starts on a `// C: ` line and runs on over comment lines to its `;`.
-            let starts: Vec<usize> =
-                (0..body.len()).filter(|&i| body[i].trim().starts_with("// C: ")).collect();
+            let starts: Vec<usize> = (0..body.len()).filter(|&i| body[i].trim().starts_with("// C: ")).collect();
             assert_eq!(starts.len(), 1, "{file} c_{name}: wants exactly one `// C: ` prototype");
             let mut proto = String::new();
             for l in &body[starts[0]..] {
@@ -926,9 +801,8 @@ fn c_anchors() -> BTreeMap<String, CAnchor> {
 #[test]
 fn every_c_anchor_holds_the_header_prototype_and_its_call() {
     let header = Path::new("/usr/include/infiniband/verbs.h");
-    let header = fs::read_to_string(header).unwrap_or_else(|e| {
-        panic!("{}: {e} — install libibverbs-dev (lab/setup does)", header.display())
-    });
+    let header = fs::read_to_string(header)
+        .unwrap_or_else(|e| panic!("{}: {e} — install libibverbs-dev (lab/setup does)", header.display()));
     let header = fold_ws(&header);
     let anchors = c_anchors();
     assert!(anchors.len() >= 15, "only {} c_ anchors in src/verbs/", anchors.len());
@@ -960,12 +834,7 @@ fn every_stage_chapter_shows_its_c_calls() {
             .find(|l| l.starts_with(&format!("//! | `{bin}`")))
             .unwrap_or_else(|| panic!("src/lib.rs: no row for {bin} in the step table"));
         let verbs_col = row.rsplit('|').nth(1).unwrap();
-        let verbs: Vec<&str> = verbs_col
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .filter(|v| v.starts_with("ibv_"))
-            .collect();
+        let verbs: Vec<&str> = verbs_col.split('`').skip(1).step_by(2).filter(|v| v.starts_with("ibv_")).collect();
         assert!(!verbs.is_empty(), "src/lib.rs: {bin}'s row names no ibv_ verb");
         let chapter = read(&book_src().join(format!("{bin}.md")));
         for verb in verbs {

@@ -49,7 +49,11 @@ fn every_step_has_its_bin_file_stage_and_snapshots() {
         let stage = format!("src/stages/{module}.rs");
         let stage_text = read(&stage);
         assert_anchor(&stage, &stage_text, "stage");
-        assert!(stage_text.starts_with(&format!("//! Stage {:02}:", n + 1)), "{stage}: doc must start `//! Stage {:02}:`", n + 1);
+        assert!(
+            stage_text.starts_with(&format!("//! Stage {:02}:", n + 1)),
+            "{stage}: doc must start `//! Stage {:02}:`",
+            n + 1
+        );
         assert!(stage_text.contains("C reference:"), "{stage}: doc must name its rc_pingpong.c counterpart");
         assert!(stages_mod.contains(&format!("pub mod {module};")), "src/stages/mod.rs lacks {module}");
 
@@ -73,7 +77,10 @@ fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
     let list: Vec<String> = steps.iter().map(|s| s.bin.clone()).collect();
     for (n, bin) in list.iter().enumerate() {
         let nn = format!("{:02}", n + 1);
-        assert!(bin.starts_with(&format!("{nn}_")), "steps/list.txt: step {nn} is `{bin}`: the steps are numbered in order");
+        assert!(
+            bin.starts_with(&format!("{nn}_")),
+            "steps/list.txt: step {nn} is `{bin}`: the steps are numbered in order"
+        );
         assert!(
             bin.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
             "steps/list.txt: `{bin}`: a bin name is [a-z0-9_] (the lab scripts loop over them)"
@@ -133,13 +140,16 @@ fn every_step_has_its_snapshot_and_break_it_tests() {
     let snapshots = read("tests/device/steps.rs");
     let break_it = read("tests/device/break_it.rs");
     let break_mods = read("src/breakit/mod.rs");
-    let help = body(&break_it, "break_help_lists_the_cases").expect("tests/device/break_it.rs: fn break_help_lists_the_cases");
-    let no_cases = body(&break_it, "steps_without_cases_say_so").expect("tests/device/break_it.rs: fn steps_without_cases_say_so");
+    let help =
+        body(&break_it, "break_help_lists_the_cases").expect("tests/device/break_it.rs: fn break_help_lists_the_cases");
+    let no_cases =
+        body(&break_it, "steps_without_cases_say_so").expect("tests/device/break_it.rs: fn steps_without_cases_say_so");
     for step in steps() {
         let (bin, stage) = (&step.bin, step.stage());
         let exe = format!("env!(\"CARGO_BIN_EXE_{bin}\")");
         let run = format!("{}(\"{bin}\", {exe}", if step.pair { "pair" } else { "single" });
-        let test = body(&snapshots, &format!("step_{bin}")).unwrap_or_else(|| panic!("tests/device/steps.rs has no fn step_{bin}()"));
+        let test = body(&snapshots, &format!("step_{bin}"))
+            .unwrap_or_else(|| panic!("tests/device/steps.rs has no fn step_{bin}()"));
         assert!(test.contains(&run), "tests/device/steps.rs: step_{bin}() does not call {run})");
 
         let cases = format!("breakit::{stage}::CASES");
@@ -147,7 +157,10 @@ fn every_step_has_its_snapshot_and_break_it_tests() {
         let source = read(format!("steps/{bin}.rs"));
         if !break_mods.contains(&format!("pub mod {stage};")) {
             assert!(test.is_none(), "tests/device/break_it.rs: break_{bin}(), but src/breakit has no {stage}");
-            assert!(source.contains("const CASES: &[Case<Args>] = &[];"), "steps/{bin}.rs: no src/breakit/{stage}.rs, so its CASES are &[]");
+            assert!(
+                source.contains("const CASES: &[Case<Args>] = &[];"),
+                "steps/{bin}.rs: no src/breakit/{stage}.rs, so its CASES are &[]"
+            );
             assert!(no_cases.contains(&exe), "tests/device/break_it.rs: steps_without_cases_say_so does not run {exe}");
             continue;
         }
@@ -189,11 +202,7 @@ fn the_leaves_import_nothing_of_the_crate() {
         let text = read(root().join(file));
         for (i, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
-            assert!(
-                !code.contains("crate::"),
-                "{file}:{}: a leaf module uses the crate: {line}",
-                i + 1
-            );
+            assert!(!code.contains("crate::"), "{file}:{}: a leaf module uses the crate: {line}", i + 1);
         }
     }
 }

@@ -47,10 +47,7 @@ fn steps() -> Vec<(String, String)> {
 fn exercises(chapter: &str) -> Vec<u32> {
     let section = chapter.split("\n## Exercises\n").nth(1).expect("an ## Exercises section");
     let section = section.split("\n## ").next().unwrap();
-    section
-        .lines()
-        .filter_map(|l| l.split_once(". ").and_then(|(n, _)| n.parse().ok()))
-        .collect()
+    section.lines().filter_map(|l| l.split_once(". ").and_then(|(n, _)| n.parse().ok())).collect()
 }
 
 #[test]
@@ -65,10 +62,8 @@ fn every_exercise_has_an_answer_and_every_hole_is_quoted() {
         let answered: Vec<u32> =
             page.lines().filter_map(|l| l.strip_prefix("## Exercise ")?.trim().parse().ok()).collect();
         if answered != numbers {
-            problems.push(format!(
-                "{}: answers {answered:?}, but {bin}.md has exercises {numbers:?}",
-                page_path.display()
-            ));
+            problems
+                .push(format!("{}: answers {answered:?}, but {bin}.md has exercises {numbers:?}", page_path.display()));
         }
         for (i, section) in page.split("\n## Exercise ").skip(1).enumerate() {
             let body = section.split("\n## ").next().unwrap();

@@ -66,7 +66,11 @@ fn upper_case_hex_is_accepted_like_sscanf() {
 
 #[test]
 fn rdma_dest_is_our_extension() {
-    let r = RdmaDest { dest: Dest { lid: 0, qpn: 0x11, psn: 0xabcdef, gid: LAB_GID }, rkey: 0x1234, addr: 0x7f00_1234_5000 };
+    let r = RdmaDest {
+        dest: Dest { lid: 0, qpn: 0x11, psn: 0xabcdef, gid: LAB_GID },
+        rkey: 0x1234,
+        addr: 0x7f00_1234_5000,
+    };
     let want: &[u8] = b"0000:000011:abcdef:00000000000000000000ffffc0000201:00001234:00007f0012345000\0";
     assert_eq!(want.len(), RdmaDest::LEN);
     assert_eq!(r.encode(), want);
@@ -105,7 +109,10 @@ fn bad_separator() {
         m[at] = b'-';
         let e = Dest::decode(&m).unwrap_err();
         assert_eq!(e, WireError::BadSeparator { at, after, found: b'-' });
-        assert!(e.to_string().contains(&format!("byte {at} is '-' (0x2d), expected ':' after the {after} field")), "{e}");
+        assert!(
+            e.to_string().contains(&format!("byte {at} is '-' (0x2d), expected ':' after the {after} field")),
+            "{e}"
+        );
     }
 }
 
@@ -161,7 +168,12 @@ fn not_done() {
 // ---------------------------------------------------------------------------------------
 
 extern "C" {
-    fn inet_ntop(af: libc::c_int, src: *const libc::c_void, dst: *mut libc::c_char, size: libc::socklen_t) -> *const libc::c_char;
+    fn inet_ntop(
+        af: libc::c_int,
+        src: *const libc::c_void,
+        dst: *mut libc::c_char,
+        size: libc::socklen_t,
+    ) -> *const libc::c_char;
 }
 
 #[allow(unsafe_code, reason = "the oracle is libc's own inet_ntop, a C call")]
@@ -181,13 +193,13 @@ fn inet_ntop_edge_cases_match_glibc() {
         [0; 16],
         LAB_GID,
         LL_GID,
-        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],         // ::1
-        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4],         // ::1.2.3.4 (IPv4-compatible)
-        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0],         // ::0.1.0.0
-        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0],   // ::ffff:0.0.0.0
-        [0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0],         // tie: leftmost run
-        [0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1],         // single zero: no "::"
-        [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],   // fe80::
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],       // ::1
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4],       // ::1.2.3.4 (IPv4-compatible)
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0],       // ::0.1.0.0
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0], // ::ffff:0.0.0.0
+        [0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0],       // tie: leftmost run
+        [0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1],       // single zero: no "::"
+        [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], // fe80::
     ];
     for gid in cases {
         assert_eq!(trace::Gid(*gid).to_string(), libc_inet_ntop(gid), "{gid:02x?}");
@@ -196,14 +208,13 @@ fn inet_ntop_edge_cases_match_glibc() {
 
 /// GIDs with many zero words, where inet_ntop's cases live.
 fn sparse_gid() -> impl Strategy<Value = [u8; 16]> {
-    proptest::array::uniform8(prop_oneof![3 => Just(0u16), 1 => Just(0xffff), 2 => any::<u16>()])
-        .prop_map(|w| {
-            let mut g = [0u8; 16];
-            for (i, x) in w.iter().enumerate() {
-                g[2 * i..2 * i + 2].copy_from_slice(&x.to_be_bytes());
-            }
-            g
-        })
+    proptest::array::uniform8(prop_oneof![3 => Just(0u16), 1 => Just(0xffff), 2 => any::<u16>()]).prop_map(|w| {
+        let mut g = [0u8; 16];
+        for (i, x) in w.iter().enumerate() {
+            g[2 * i..2 * i + 2].copy_from_slice(&x.to_be_bytes());
+        }
+        g
+    })
 }
 
 proptest! {
@@ -553,6 +564,9 @@ fn unsendable_values_are_refused_before_writing() {
     let server = thread::spawn(move || listener.accept(T).map(|_| ()));
     let mut c = Connection::connect("127.0.0.1", port, T).unwrap();
     let e = c.send(&Dest { psn: 0x0100_0000, ..client_dest() }).unwrap_err();
-    assert!(matches!(e, ExchangeError::Unsendable { error: WireError::FieldOutOfRange { field: "PSN", .. }, .. }), "{e:?}");
+    assert!(
+        matches!(e, ExchangeError::Unsendable { error: WireError::FieldOutOfRange { field: "PSN", .. }, .. }),
+        "{e:?}"
+    );
     server.join().unwrap().unwrap();
 }

@@ -91,13 +91,20 @@ fn c_decode(msg: &[u8]) -> (c_int, c_int, c_int, [u8; 16]) {
 }
 
 fn dest() -> impl Strategy<Value = Dest> {
-    (any::<u16>(), 0..=MAX_24BIT, 0..=MAX_24BIT, any::<[u8; 16]>()).prop_map(|(lid, qpn, psn, gid)| Dest { lid, qpn, psn, gid })
+    (any::<u16>(), 0..=MAX_24BIT, 0..=MAX_24BIT, any::<[u8; 16]>()).prop_map(|(lid, qpn, psn, gid)| Dest {
+        lid,
+        qpn,
+        psn,
+        gid,
+    })
 }
 
 /// The byte an error points at, for errors that point at one.
 fn error_position(e: &WireError) -> Option<usize> {
     match *e {
-        WireError::BadSeparator { at, .. } | WireError::NotHex { at, .. } | WireError::MissingNul { at, .. } => Some(at),
+        WireError::BadSeparator { at, .. } | WireError::NotHex { at, .. } | WireError::MissingNul { at, .. } => {
+            Some(at)
+        }
         _ => None,
     }
 }

@@ -174,9 +174,8 @@ fn parse(src: &str, file: &str) -> Result<Vec<Piece>, String> {
         let (name, marker) = rest.split_once(' ').unwrap_or((rest, ""));
         let name = format!("hole_{name}");
         let (ty, hint) = if let Some(m) = marker.strip_prefix("HOLE(") {
-            let (ty, hint) = m
-                .split_once("): ")
-                .ok_or_else(|| format!("{file}:{}: `HOLE(TYPE): hint` expected", i + 1))?;
+            let (ty, hint) =
+                m.split_once("): ").ok_or_else(|| format!("{file}:{}: `HOLE(TYPE): hint` expected", i + 1))?;
             (Some(ty.to_string()), hint)
         } else {
             let hint = marker
@@ -227,15 +226,16 @@ fn fill(hole: &Hole, file: &str) -> Result<Vec<String>, String> {
         return Ok(vec![format!("{indent}// TODO({}): {}", hole.name, hole.hint)]);
     }
     if let Some(rest) = first.strip_prefix("let ") {
-        let (pat, _) = rest.split_once(" = ").ok_or_else(|| format!("{file}: {}: `let PAT = …` expected", hole.name))?;
+        let (pat, _) =
+            rest.split_once(" = ").ok_or_else(|| format!("{file}: {}: `let PAT = …` expected", hole.name))?;
         let ty = hole.ty.as_ref().ok_or_else(|| {
             format!("{file}: {} is a `let`: its marker must name the type, `HOLE(TYPE): hint`", hole.name)
         })?;
         return Ok(vec![format!("{indent}let {pat}: {ty} = {todo};")]);
     }
-    let field = first.split_once(": ").filter(|(name, _)| {
-        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    });
+    let field = first
+        .split_once(": ")
+        .filter(|(name, _)| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
     if let (Some((name, _)), true) = (field, last.ends_with(',')) {
         return Ok(vec![format!("{indent}{name}: {todo},")]);
     }
@@ -265,7 +265,9 @@ fn generate(step: &Step) -> Result<String, String> {
                         "// EXERCISE {}: this is {rel} with {holes} pieces taken out. Fill in every todo!() —",
                         step.nn
                     ));
-                    out.push("// its message says what belongs there — and the `// TODO(hole_…)` lines, then run".into());
+                    out.push(
+                        "// its message says what belongs there — and the `// TODO(hole_…)` lines, then run".into(),
+                    );
                     out.push(format!(
                         "// `lab/check {}`: it builds the crate with this file in place of {rel}",
                         step.nn
@@ -275,7 +277,9 @@ fn generate(step: &Step) -> Result<String, String> {
                         step.bin, step.nn
                     ));
                     out.push("// starts over. The chapter of the book explains every line.".into());
-                    out.push("#![allow(unreachable_code, unused_variables, unused_mut, unused_imports, dead_code)]".into());
+                    out.push(
+                        "#![allow(unreachable_code, unused_variables, unused_mut, unused_imports, dead_code)]".into(),
+                    );
                 }
                 out.push(l.clone());
             }
@@ -319,7 +323,13 @@ const LINKED: [&str; 5] = ["steps", "tests", "examples", "testkit", "xtask"];
 /// copied, not linked, whenever it changed: a new mtime is what tells cargo to rebuild,
 /// whichever file LAB_EXERCISES points at. Files that have not changed are not rewritten,
 /// so cargo rebuilds nothing for them.
-fn exercise_crate(project: &Path, target: &Path, bin: &str, stage_file: &str, student: &Path) -> Result<PathBuf, String> {
+fn exercise_crate(
+    project: &Path,
+    target: &Path,
+    bin: &str,
+    stage_file: &str,
+    student: &Path,
+) -> Result<PathBuf, String> {
     let krate = target.join("exercise").join(bin);
     std::fs::create_dir_all(krate.join("src/stages")).map_err(io_error(&krate))?;
     // The copy is a workspace of its own: the project's [workspace] without its members,
@@ -500,7 +510,8 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: S
     let ours = finish(ours_child, &ours_name, deadline);
     // Steps 05–07 end before rc_pingpong's ping-pong does: the C peer would wait forever
     // for messages that never come. It has done its part once ours has exited.
-    let peer_deadline = if c_peer && step.nn.as_str() < "08" { Instant::now() + Duration::from_secs(1) } else { deadline };
+    let peer_deadline =
+        if c_peer && step.nn.as_str() < "08" { Instant::now() + Duration::from_secs(1) } else { deadline };
     let peer = finish(peer_child, &peer_name, peer_deadline);
     let label = match side {
         Side::Server => format!("as the server, {peer_name} as the client{flags}"),
@@ -589,11 +600,7 @@ fn event_of(lines: &[&str], i: usize) -> String {
 
 /// The mask bits (`IBV_QP_…` detail lines) of the event block that starts at `start`.
 fn mask_bits(lines: &[&str], start: usize) -> Vec<String> {
-    lines[start + 1..]
-        .iter()
-        .take_while(|l| l.starts_with("  IBV_QP_"))
-        .map(|l| parse_line(l).label)
-        .collect()
+    lines[start + 1..].iter().take_while(|l| l.starts_with("  IBV_QP_")).map(|l| parse_line(l).label).collect()
 }
 
 /// The section of the book to reread for a difference at `what` (a label and key).
@@ -611,11 +618,8 @@ fn reread(step: &Step, what: &str) -> String {
         ("wr.rdma", "09_rdma_write", "Break it › --break wrong-rkey"),
         ("imm_data", "09_rdma_write", "What this stage does, and why"),
     ];
-    let (chapter, section) = table
-        .iter()
-        .find(|(needle, _, _)| what.contains(needle))
-        .map(|(_, c, s)| (*c, *s))
-        .unwrap_or_else(|| {
+    let (chapter, section) =
+        table.iter().find(|(needle, _, _)| what.contains(needle)).map(|(_, c, s)| (*c, *s)).unwrap_or_else(|| {
             let section = if what.starts_with("mask ") && step.nn == "05" {
                 "Break it › --break missing-attr"
             } else {
@@ -670,7 +674,11 @@ fn first_difference(step: &Step, expected: &str, got: &str) -> Option<String> {
                     format!("in {}", pw.label)
                 };
                 let key = what.first().and_then(|w| w.split(':').next()).unwrap_or("").to_string();
-                let _ = writeln!(msg, "{place}: {}", if what.is_empty() { "the line differs".into() } else { what.join("; ") });
+                let _ = writeln!(
+                    msg,
+                    "{place}: {}",
+                    if what.is_empty() { "the line differs".into() } else { what.join("; ") }
+                );
                 let _ = writeln!(msg, "    expected: {want}");
                 let _ = writeln!(msg, "    got:      {have}");
                 let _ = write!(msg, "  reread: {}", reread(step, &format!("{} {key} {event}", pw.label)));
@@ -682,10 +690,16 @@ fn first_difference(step: &Step, expected: &str, got: &str) -> Option<String> {
                 let extra: Vec<&String> = gbits.iter().filter(|b| !ebits.contains(b)).collect();
                 let mut parts = Vec::new();
                 if !missing.is_empty() {
-                    parts.push(format!("the mask lacks {}", missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+                    parts.push(format!(
+                        "the mask lacks {}",
+                        missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    ));
                 }
                 if !extra.is_empty() {
-                    parts.push(format!("the mask has {} too, which the reference does not set", extra.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+                    parts.push(format!(
+                        "the mask has {} too, which the reference does not set",
+                        extra.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    ));
                 }
                 if parts.is_empty() {
                     parts.push("the same mask bits, in another order".into());
@@ -747,9 +761,17 @@ fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<St
     let mut lines = 0;
     for (n, (t, r)) in theirs.iter().zip(&ours).enumerate() {
         let run = format!("run {} of {} ({}{})", n + 1, theirs.len(), "your step ", t.label);
-        if let Some(why) = why_it_failed(&r.ours, step, "src/stages/").or_else(|| r.peer.as_ref().and_then(|p| {
-            if c_peer && step.nn.as_str() < "08" { None } else { why_it_failed(p, step, "") }
-        })) {
+        if let Some(why) =
+            why_it_failed(&r.ours, step, "src/stages/").or_else(|| {
+                r.peer.as_ref().and_then(|p| {
+                    if c_peer && step.nn.as_str() < "08" {
+                        None
+                    } else {
+                        why_it_failed(p, step, "")
+                    }
+                })
+            })
+        {
             return Err(format!(
                 "the REFERENCE failed in {run}: the device or the lab is broken, not your code\n  {why}"
             ));
@@ -819,7 +841,11 @@ fn grade_cmd(cases: &[String], results: Option<&Path>) -> ExitCode {
             }
         }
     }
-    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -854,7 +880,8 @@ fn parse_results(text: &str) -> Result<Vec<Verdict>, String> {
         .map(|line| {
             let mut cols = line.splitn(4, '\t');
             let (nn, kind, seconds, message) = (cols.next(), cols.next(), cols.next(), cols.next());
-            let (Some(nn), Some(kind @ ("pass" | "fail")), Some(seconds), Some(message)) = (nn, kind, seconds, message) else {
+            let (Some(nn), Some(kind @ ("pass" | "fail")), Some(seconds), Some(message)) = (nn, kind, seconds, message)
+            else {
                 return Err(format!("not a verdict line: {line:?}"));
             };
             let seconds = seconds.parse().map_err(|_| format!("not a number of seconds: {line:?}"))?;
@@ -892,7 +919,12 @@ fn junit_xml(verdicts: &[Verdict]) -> String {
     let _ = writeln!(xml, "  <testsuite name=\"lab/check\" {counts}>");
     for v in verdicts {
         let name = step(&v.nn).map_or(v.nn.clone(), |s| s.bin);
-        let _ = write!(xml, "    <testcase classname=\"lab.check\" name=\"{}\" time=\"{:.3}\"", xml_escape(&name), v.seconds);
+        let _ = write!(
+            xml,
+            "    <testcase classname=\"lab.check\" name=\"{}\" time=\"{:.3}\"",
+            xml_escape(&name),
+            v.seconds
+        );
         if v.passed {
             let _ = writeln!(xml, "/>");
         } else {
@@ -961,7 +993,17 @@ mod tests {
              # lab/check: a copy for one exercise.\n[lib]\nname = \"rdma_dissect\"\npath = \"src/lib.rs\"\n"
         );
         assert_eq!(std::fs::read_to_string(krate.join("Cargo.lock")).unwrap(), "# lock\n");
-        for linked in ["steps", "tests", "examples", "testkit", "xtask", "src/lib.rs", "src/breakit", "src/stages/mod.rs", "src/stages/a.rs"] {
+        for linked in [
+            "steps",
+            "tests",
+            "examples",
+            "testkit",
+            "xtask",
+            "src/lib.rs",
+            "src/breakit",
+            "src/stages/mod.rs",
+            "src/stages/a.rs",
+        ] {
             assert_eq!(std::fs::read_link(krate.join(linked)).unwrap(), project.join(linked), "{linked}");
         }
         let stage = krate.join("src/stages/b.rs");

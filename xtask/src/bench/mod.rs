@@ -190,8 +190,10 @@ mod tests {
 
     #[test]
     fn parse_reads_rows_and_conditions() {
-        let raw = Raw::parse("#\tclock\ticount\nsweep-bw\t1\t20000\t1\tab1\tc\t0.08\t0.079261\nlat\t64\t10\t2\tab2\tours\t41.5\n")
-            .unwrap();
+        let raw = Raw::parse(
+            "#\tclock\ticount\nsweep-bw\t1\t20000\t1\tab1\tc\t0.08\t0.079261\nlat\t64\t10\t2\tab2\tours\t41.5\n",
+        )
+        .unwrap();
         assert!(raw.icount());
         assert_eq!(raw.rows.len(), 2);
         assert_eq!(raw.rows[0].rate, Some(0.079261));

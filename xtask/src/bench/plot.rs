@@ -26,7 +26,8 @@ fn point(out: &mut String, x: f64, y: f64, colour: &str) {
 }
 
 fn polyline(out: &mut String, points: &str, colour: &str, dash: &str) {
-    writeln!(out, "<polyline points=\"{points}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\"{dash}/>").unwrap();
+    writeln!(out, "<polyline points=\"{points}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\"{dash}/>")
+        .unwrap();
 }
 
 /// A size as the axis shows it: 1, 4, …, 1K, …, 1M.
@@ -85,7 +86,9 @@ pub fn render(sw: &Sweep) -> String {
     o.push_str("<line x1=\"60\" y1=\"320\" x2=\"310\" y2=\"320\" stroke=\"black\"/><line x1=\"60\" y1=\"60\" x2=\"60\" y2=\"320\" stroke=\"black\"/>\n");
     o.push_str("<line x1=\"380\" y1=\"320\" x2=\"630\" y2=\"320\" stroke=\"black\"/><line x1=\"380\" y1=\"60\" x2=\"380\" y2=\"320\" stroke=\"black\"/>\n");
     o.push_str("<text x=\"185\" y=\"50\" text-anchor=\"middle\" font-weight=\"bold\">ping-pong (-e): usec/iter, log-log</text>\n");
-    o.push_str("<text x=\"505\" y=\"50\" text-anchor=\"middle\" font-weight=\"bold\">RDMA WRITE bandwidth: MiB/s</text>\n");
+    o.push_str(
+        "<text x=\"505\" y=\"50\" text-anchor=\"middle\" font-weight=\"bold\">RDMA WRITE bandwidth: MiB/s</text>\n",
+    );
     o.push_str("<text x=\"185\" y=\"356\" text-anchor=\"middle\">message size (bytes, log scale)</text><text x=\"505\" y=\"356\" text-anchor=\"middle\">message size (bytes, log scale)</text>\n");
     // The fit of C on the left, and its crossover a/b.
     if lat.len() >= 2 {
@@ -97,11 +100,20 @@ pub fn render(sw: &Sweep) -> String {
             let s = 2f64.powf(f64::from(e) / 2.);
             write!(points, "{:.1},{:.1} ", lx(s, 60.), ly(f.a + f.b * s)).unwrap();
         }
-        writeln!(o, "<polyline points=\"{points}\" fill=\"none\" stroke=\"#888\" stroke-width=\"1\" stroke-dasharray=\"2 2\"/>").unwrap();
+        writeln!(
+            o,
+            "<polyline points=\"{points}\" fill=\"none\" stroke=\"#888\" stroke-width=\"1\" stroke-dasharray=\"2 2\"/>"
+        )
+        .unwrap();
         let x = lx(f.a / f.b, 60.);
-        writeln!(o, "<line x1=\"{x:.1}\" y1=\"70\" x2=\"{x:.1}\" y2=\"320\" stroke=\"#888\" stroke-dasharray=\"2 2\"/>").unwrap();
+        writeln!(
+            o,
+            "<line x1=\"{x:.1}\" y1=\"70\" x2=\"{x:.1}\" y2=\"320\" stroke=\"#888\" stroke-dasharray=\"2 2\"/>"
+        )
+        .unwrap();
         writeln!(o, "<text x=\"{:.1}\" y=\"312\" fill=\"#555\">a/b = {:.0} B</text>", x + 4., f.a / f.b).unwrap();
-        writeln!(o, "<text x=\"70\" y=\"72\" fill=\"#555\">fit (C): {:.1} us + {:.2} ns/B</text>", f.a, f.b * 1000.).unwrap();
+        writeln!(o, "<text x=\"70\" y=\"72\" fill=\"#555\">fit (C): {:.1} us + {:.2} ns/B</text>", f.a, f.b * 1000.)
+            .unwrap();
     }
     for (slot, colour, dash) in TOOLS {
         let (mut pl, mut pb) = (String::new(), String::new());
@@ -134,7 +146,13 @@ pub fn render(sw: &Sweep) -> String {
         }
         let mut q = 0.;
         while q <= ptop {
-            writeln!(o, "<text x=\"{:.1}\" y=\"338\" text-anchor=\"middle\">{}</text>", 720. + q / ptop * 250., q as i64).unwrap();
+            writeln!(
+                o,
+                "<text x=\"{:.1}\" y=\"338\" text-anchor=\"middle\">{}</text>",
+                720. + q / ptop * 250.,
+                q as i64
+            )
+            .unwrap();
             q += ptop / 4.;
         }
         o.push_str("<line x1=\"720\" y1=\"320\" x2=\"970\" y2=\"320\" stroke=\"black\"/><line x1=\"720\" y1=\"60\" x2=\"720\" y2=\"320\" stroke=\"black\"/>\n");
@@ -151,14 +169,29 @@ pub fn render(sw: &Sweep) -> String {
             }
             // Both boots have a 1024 point; label it once.
             if !name.contains("@alt") || mtu(name) != 1024. {
-                writeln!(o, "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"#555\">{}</text>", 720. + x / ptop * 250. + 5., 320. - y / utop * 260. + 12., mtu(name) as i64).unwrap();
+                writeln!(
+                    o,
+                    "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"#555\">{}</text>",
+                    720. + x / ptop * 250. + 5.,
+                    320. - y / utop * 260. + 12.,
+                    mtu(name) as i64
+                )
+                .unwrap();
             }
         }
         if px.len() >= 2 {
             let f = line(&px, &py);
-            writeln!(o, "<line x1=\"720\" y1=\"{:.1}\" x2=\"970\" y2=\"{:.1}\" stroke=\"#888\" stroke-dasharray=\"2 2\"/>", 320. - f.a / utop * 260., 320. - (f.a + f.b * ptop) / utop * 260.).unwrap();
+            writeln!(
+                o,
+                "<line x1=\"720\" y1=\"{:.1}\" x2=\"970\" y2=\"{:.1}\" stroke=\"#888\" stroke-dasharray=\"2 2\"/>",
+                320. - f.a / utop * 260.,
+                320. - (f.a + f.b * ptop) / utop * 260.
+            )
+            .unwrap();
             writeln!(o, "<text x=\"730\" y=\"72\" fill=\"#555\">rxe: {:.2} us per packet</text>", f.b).unwrap();
-            o.push_str("<text x=\"730\" y=\"86\" fill=\"#555\" font-size=\"10\">points labelled with the path MTU</text>\n");
+            o.push_str(
+                "<text x=\"730\" y=\"86\" fill=\"#555\" font-size=\"10\">points labelled with the path MTU</text>\n",
+            );
         }
     }
     o.push_str("<line x1=\"80\" y1=\"20\" x2=\"100\" y2=\"20\" stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\"106\" y=\"24\">C: ibv_rc_pingpong -e, ib_write_bw</text>\n");

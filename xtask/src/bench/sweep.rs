@@ -166,7 +166,8 @@ pub fn table(sw: &Sweep) -> String {
         let size: f64 = s.parse().unwrap_or(0.);
         if name == "sweep-lat" {
             let (c, o, a) = (sw.value(name, s, "ab1"), sw.value(name, s, "ab2"), sw.value(name, s, "aa1"));
-            writeln!(out, "| ping-pong -e, usec/iter | {s} | {it} | {c:.2} | {o:.2} | {:.3} | {:.4} |", o / c, a / c).unwrap();
+            writeln!(out, "| ping-pong -e, usec/iter | {s} | {it} | {c:.2} | {o:.2} | {:.3} | {:.4} |", o / c, a / c)
+                .unwrap();
             lx.push(size);
             lc.push(c);
             lo.push(o);
@@ -199,13 +200,22 @@ pub fn table(sw: &Sweep) -> String {
             if tool == "C" {
                 lb = f.b;
             }
-            writeln!(out, "| {tool} | {:.1} | {:.2} | {:.0} B | {:.0} % |", f.a, f.b * 1000., f.a / f.b, f.worst * 100.).unwrap();
+            writeln!(
+                out,
+                "| {tool} | {:.1} | {:.2} | {:.0} B | {:.0} % |",
+                f.a,
+                f.b * 1000.,
+                f.a / f.b,
+                f.worst * 100.
+            )
+            .unwrap();
         }
         out.push_str("\nWith packets, usec/iter = a + b * size + c * packets (packets = 2 x ceil(size / 1024): a ping and a pong at path MTU 1024):\n\n");
         out.push_str("| tool | a (us per iteration) | b (ns per byte) | c (us per packet) | worst relative residual |\n|---|---:|---:|---:|---:|\n");
         for (tool, y) in [("C", &lc), ("ours", &lo)] {
             let f = fit3(&lx, &lq, y);
-            writeln!(out, "| {tool} | {:.1} | {:.2} | {:.2} | {:.1} % |", f.a, f.b * 1000., f.c, f.worst * 100.).unwrap();
+            writeln!(out, "| {tool} | {:.1} | {:.2} | {:.2} | {:.1} % |", f.a, f.b * 1000., f.c, f.worst * 100.)
+                .unwrap();
         }
     }
     if bx.len() >= 2 {
@@ -224,11 +234,14 @@ pub fn table(sw: &Sweep) -> String {
             )
             .unwrap();
         }
-        out.push_str("\nWith packets, time per written message = a + b * size + c * packets (packets = ceil(size / 1024)):\n\n");
+        out.push_str(
+            "\nWith packets, time per written message = a + b * size + c * packets (packets = ceil(size / 1024)):\n\n",
+        );
         out.push_str("| tool | a (us per message) | b (ns per byte) | c (us per packet) | worst relative residual |\n|---|---:|---:|---:|---:|\n");
         for (tool, y) in [("C", &bc), ("ours", &bo)] {
             let f = fit3(&bx, &bq, y);
-            writeln!(out, "| {tool} | {:.2} | {:.2} | {:.2} | {:.1} % |", f.a, f.b * 1000., f.c, f.worst * 100.).unwrap();
+            writeln!(out, "| {tool} | {:.2} | {:.2} | {:.2} | {:.1} % |", f.a, f.b * 1000., f.c, f.worst * 100.)
+                .unwrap();
         }
     }
     // The 64 KiB ping-pong at each path MTU: two messages (ping and pong) per iteration.
@@ -298,8 +311,14 @@ pub fn table(sw: &Sweep) -> String {
     if !raw.meta("second_boot").is_empty() {
         out.push_str(" in two boots (the MTUs above 1024 in a second, LAB_RXE=alt)");
     }
-    writeln!(out, "; host load average {} before, {} after; {}.", raw.meta("load_before"), raw.meta("load_after"), raw.meta("qemu"))
-        .unwrap();
+    writeln!(
+        out,
+        "; host load average {} before, {} after; {}.",
+        raw.meta("load_before"),
+        raw.meta("load_after"),
+        raw.meta("qemu")
+    )
+    .unwrap();
     out
 }
 

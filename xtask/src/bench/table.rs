@@ -195,7 +195,10 @@ mod tests {
         assert_eq!(verdict(false, 1.004, 0.006, &t), "inconclusive: A/A resolution 0.60 % > 0.5 %");
         assert_eq!(verdict(false, 1.02, 0.003, &t), "**misses target** (<= 1.005)");
         // A miss smaller than what the A/A control can see is no verdict.
-        assert_eq!(verdict(false, 1.007, 0.003, &t), "inconclusive: 0.20 % past the target, within the A/A resolution 0.30 %");
+        assert_eq!(
+            verdict(false, 1.007, 0.003, &t),
+            "inconclusive: 0.20 % past the target, within the A/A resolution 0.30 %"
+        );
         assert_eq!(verdict(true, 0.99, 0.001, &t), "**misses target** (>= 0.995)");
         assert_eq!(verdict(true, 1.0, 0.001, &t), "meets target (>= 0.995)");
     }

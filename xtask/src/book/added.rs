@@ -19,20 +19,21 @@ pub const DIR: &str = "book/src/added";
 /// outputs are named), from the outputs in the project at `root`.
 pub fn generate(root: &Path, steps: &[Step]) -> Result<Generated, String> {
     let outputs = root.join("book/src/output");
-    let read = |name: &str| {
-        std::fs::read_to_string(outputs.join(name)).map_err(|e| format!("book/src/output/{name}: {e}"))
-    };
+    let read =
+        |name: &str| std::fs::read_to_string(outputs.join(name)).map_err(|e| format!("book/src/output/{name}: {e}"));
     let mut files = Vec::new();
     for pair in steps.windows(2) {
         let (prev, step) = (&pair[0].bin, &pair[1].bin);
-        let roles: &[&str] = if outputs.join(format!("steps__{step}.txt")).exists() { &[""] } else { &["-server", "-client"] };
+        let roles: &[&str] =
+            if outputs.join(format!("steps__{step}.txt")).exists() { &[""] } else { &["-server", "-client"] };
         for role in roles {
             let name = format!("steps__{step}{role}.txt");
             let prev_file = [format!("steps__{prev}{role}.txt"), format!("steps__{prev}.txt")]
                 .into_iter()
                 .find(|f| outputs.join(f).exists())
                 .ok_or_else(|| format!("no output of {prev} to compare {name} with"))?;
-            let view = view(prev, &read(&prev_file)?, &read(&name)?).ok_or_else(|| format!("{name} prints nothing {prev} did not"))?;
+            let view = view(prev, &read(&prev_file)?, &read(&name)?)
+                .ok_or_else(|| format!("{name} prints nothing {prev} did not"))?;
             files.push((name, view));
         }
     }

@@ -21,7 +21,9 @@ pub const DIR: &str = "book/src/generated";
 pub fn generate(root: &Path, steps: &[Step]) -> Result<Generated, String> {
     let read = |bin: &str| {
         let rel = format!("steps/{bin}.rs");
-        std::fs::read_to_string(root.join(&rel)).map(|text| (rel.clone(), without_anchors(&text))).map_err(|e| format!("{rel}: {e}"))
+        std::fs::read_to_string(root.join(&rel))
+            .map(|text| (rel.clone(), without_anchors(&text)))
+            .map_err(|e| format!("{rel}: {e}"))
     };
     let mut files = Vec::new();
     for step in steps {
@@ -85,7 +87,9 @@ mod tests {
     fn each_step_is_diffed_against_its_base() {
         let root = std::env::temp_dir().join(format!("xtask-diffs-{}", std::process::id()));
         std::fs::create_dir_all(root.join("steps")).unwrap();
-        for (bin, text) in [("01_a", "// ANCHOR: new\none\n// ANCHOR_END: new\n"), ("02_b", "one\ntwo\n"), ("03_c", "one\nthree\n")] {
+        for (bin, text) in
+            [("01_a", "// ANCHOR: new\none\n// ANCHOR_END: new\n"), ("02_b", "one\ntwo\n"), ("03_c", "one\nthree\n")]
+        {
             std::fs::write(root.join(format!("steps/{bin}.rs")), text).unwrap();
         }
         let step = |bin: &str, base: Option<&str>| Step { bin: bin.into(), pair: false, base: base.map(Into::into) };

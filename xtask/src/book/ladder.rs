@@ -159,7 +159,10 @@ mod tests {
         let send = "client → server  RC Send Only                       PSN client+0 ack-req";
         assert_eq!(ladder_row(send), (true, "Send Only · PSN client+0 · ack-req".to_string(), "req"));
         let rnr = "server → client  RC Acknowledge                     PSN client+0 AETH syndrome=0x2c msn=0";
-        assert_eq!(ladder_row(rnr), (false, "RNR NAK (retry after timer code 12) · PSN client+0 · MSN 0".to_string(), "nak"));
+        assert_eq!(
+            ladder_row(rnr),
+            (false, "RNR NAK (retry after timer code 12) · PSN client+0 · MSN 0".to_string(), "nak")
+        );
         let ack = "server → client  RC Acknowledge                     PSN client+3 AETH syndrome=0x1f msn=1";
         assert_eq!(ladder_row(ack), (false, "ACK · PSN client+3 · MSN 1".to_string(), "ack"));
         let write = "client → server  RC RDMA Write Only Immediate       PSN client+4 ack-req RETH va=[ADDR] \
