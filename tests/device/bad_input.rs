@@ -2,7 +2,7 @@
 //! runs the real step binaries and must end in a clear message on stderr, a non-zero exit,
 //! no panic, and bounded time (issue 5, "Bad input").
 //!
-//! What is *not* repeated here: the flag parsers' unit tests (`src/cli.rs`) and the
+//! What is *not* repeated here: the flag parsers' unit tests (`src/cli/`) and the
 //! exchange against fake peers at the library level (`tests/no_device/wire.rs`). These tests run the
 //! binaries, so they also check that every error reaches stderr explained, through
 //! `error::main`, and that nothing hangs or panics on the way.

@@ -19,7 +19,7 @@
 //!   including `#fragment`s into the book's pages);
 //! - the SVG diagrams are well-formed XML with an `<svg>` root, and every one is used;
 //! - every `lab/...` command the book mentions exists, and the flag reference agrees with
-//!   `src/cli.rs`;
+//!   `src/cli/mod.rs`;
 //! - every stage chapter shows the C verbs its stage calls (the `ibv_*` names of its row in
 //!   the crate doc's step table) from the `c_*` anchors of `src/verbs/`, and each anchor's
 //!   `// C:` prototype is the installed `<infiniband/verbs.h>`'s and is the call it holds.
@@ -684,11 +684,11 @@ fn lab_commands_the_book_mentions_exist() {
     }
 }
 
-/// The flag reference's table: for each row naming one of our flags (`--long`), cli.rs must
+/// The flag reference's table: for each row naming one of our flags (`--long`), src/cli/mod.rs must
 /// declare `long = "long"`, and a default given in our column must be its `default_value`.
 #[test]
 fn flag_reference_agrees_with_cli_rs() {
-    let cli = read(&root().join("src/cli.rs"));
+    let cli = read(&root().join("src/cli/mod.rs"));
     let flags = read(&book_src().join("flags.md"));
     let mut rows = 0;
     for line in flags.lines().filter(|l| l.starts_with('|')) {
@@ -706,12 +706,12 @@ fn flag_reference_agrees_with_cli_rs() {
         let decl = cli
             .lines()
             .find(|l| l.contains(&format!("long = \"{long}\"")))
-            .unwrap_or_else(|| panic!("flags.md lists --{long}, src/cli.rs has no `long = \"{long}\"`"));
+            .unwrap_or_else(|| panic!("flags.md lists --{long}, src/cli/mod.rs has no `long = \"{long}\"`"));
         let default = cells[4].trim_matches('`');
         if default.chars().all(|c| c.is_ascii_digit()) && !default.is_empty() {
             assert!(
                 decl.contains(&format!("default_value = \"{default}\"")),
-                "flags.md says --{long} defaults to {default}; src/cli.rs says: {decl}"
+                "flags.md says --{long} defaults to {default}; src/cli/mod.rs says: {decl}"
             );
         }
     }
