@@ -689,8 +689,13 @@ pub const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Spawns `program` with `args`, stdout and stderr captured.
 pub fn spawn(program: &str, args: &[String]) -> Child {
-    Command::new(program)
-        .args(args)
+    spawn_as(Command::new(program), program, args)
+}
+
+/// Spawns `cmd` (which runs `program`, perhaps through a wrapper such as `stdbuf`) with
+/// `args` added, stdout and stderr captured, no colour and no stdin.
+pub fn spawn_as(mut cmd: Command, program: &str, args: &[String]) -> Child {
+    cmd.args(args)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -45,7 +45,7 @@ use testkit as common;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use common::{Picks, Side};
@@ -422,7 +422,7 @@ struct Ran {
 }
 
 fn spawn(program: &str, args: &[String], line_buffered: bool) -> Child {
-    let mut cmd = if line_buffered {
+    let cmd = if line_buffered {
         // The C tool's stdout is a pipe, so stdio buffers it whole; we may have to kill it
         // (05–07 stop before its ping-pong ends) and still want its address lines.
         let mut c = Command::new("stdbuf");
@@ -431,13 +431,7 @@ fn spawn(program: &str, args: &[String], line_buffered: bool) -> Child {
     } else {
         Command::new(program)
     };
-    cmd.args(args)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {program}: {e}"))
+    common::spawn_as(cmd, program, args)
 }
 
 /// Waits for `child` until `deadline`, then kills it.
