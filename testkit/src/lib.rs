@@ -543,8 +543,8 @@ pub fn redact(text: &str, side: Side, run: &Picks, dev: &Device) -> String {
         .unwrap();
         text = re.replace_all(&text, "${pre}[GID_TABLE]").into_owned();
     }
-    let table = Regex::new(r"(?m)^(  gid +\[GID_TABLE\]\n)(?:  gid +\[GID_TABLE\]\n)+").unwrap();
-    text = table.replace_all(&text, "$1").into_owned();
+    let fixed = fixed_patterns();
+    text = fixed.gid_table.replace_all(&text, "$1").into_owned();
     for (pre, fact, name) in DEVICE_VALUES {
         let re = Regex::new(&format!(r"(?m)(?P<pre>{pre}){}(?P<end>[ ,)]|$)", regex::escape(&dev.fact(fact)))).unwrap();
         text = re.replace_all(&text, format!("${{pre}}[{name}]${{end}}").as_str()).into_owned();
@@ -554,22 +554,40 @@ pub fn redact(text: &str, side: Side, run: &Picks, dev: &Device) -> String {
         Side::Server => Side::Client,
         Side::Client => Side::Server,
     };
-    for (pattern, kinds, whose) in RUN_VALUES {
+    for ((_, kinds, whose), re) in RUN_VALUES.iter().zip(&fixed.run) {
         let order = match whose {
             Whose::Own => [side, peer],
             Whose::Peer => [peer, side],
         };
-        let re = Regex::new(pattern).unwrap();
         text = re
             .replace_all(&text, |caps: &regex::Captures| {
                 format!("{}{}", &caps["pre"], run.label(kinds, &caps["v"], &order))
             })
             .into_owned();
     }
-    for (pattern, replacement) in OTHER_VALUES {
-        text = Regex::new(pattern).unwrap().replace_all(&text, *replacement).into_owned();
+    for ((_, replacement), re) in OTHER_VALUES.iter().zip(&fixed.other) {
+        text = re.replace_all(&text, *replacement).into_owned();
     }
     text
+}
+
+/// The patterns of [`redact`] that do not depend on the device: a run's values, the other
+/// values, the folded GID table.
+struct FixedPatterns {
+    gid_table: Regex,
+    run: Vec<Regex>,
+    other: Vec<Regex>,
+}
+
+/// Compiled once per process: [`redact`] runs for every trace a test or the grader checks,
+/// and compiling its patterns anew each time was most of a `lab/check` under emulation.
+fn fixed_patterns() -> &'static FixedPatterns {
+    static FIXED: OnceLock<FixedPatterns> = OnceLock::new();
+    FIXED.get_or_init(|| FixedPatterns {
+        gid_table: Regex::new(r"(?m)^(  gid +\[GID_TABLE\]\n)(?:  gid +\[GID_TABLE\]\n)+").unwrap(),
+        run: RUN_VALUES.iter().map(|(pattern, ..)| Regex::new(pattern).unwrap()).collect(),
+        other: OTHER_VALUES.iter().map(|(pattern, _)| Regex::new(pattern).unwrap()).collect(),
+    })
 }
 
 /// A text of several sides, each after a `--- server…` or `--- client…` line (the break-it
