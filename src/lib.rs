@@ -34,6 +34,7 @@
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
 //! * [`poll`] — polling a CQ outside the timed loop: waiting for given completions with a
 //!   deadline, explaining a failed one, tracing one.
+//! * [`role`] — server or client: which program of a run this process is. A leaf.
 //! * [`cli`] — `ibv_rc_pingpong`'s flags and defaults, in groups each step flattens; a
 //!   group also says how its steps run (one process, or a server and a client).
 //! * [`breakit`] — each step's characteristic mistakes (`--break CASE`), made on purpose
@@ -50,6 +51,7 @@ pub mod cli;
 pub mod error;
 pub mod exchange;
 pub mod poll;
+pub mod role;
 pub mod stages;
 pub mod step;
 pub mod trace;

@@ -44,7 +44,7 @@ fn main() -> std::process::ExitCode {
         modify_qp_rts(&q.qp, local.psn)?;
         exchange.finish()?;
         // ANCHOR: new_send
-        send_each_way(&args.role(), &q, &mut mr, size, args.timeout())?;
+        send_each_way(args.role(), &q, &mut mr, size, args.timeout())?;
         // ANCHOR_END: new_send
         Ok(())
     })

@@ -50,7 +50,7 @@ fn main() -> std::process::ExitCode {
         modify_qp_rts(&q.qp, local.psn)?;
         exchange.finish()?;
         // ANCHOR: new_loop
-        let stats = pingpong(&args.role(), &q, &mut mr, opts)?;
+        let stats = pingpong(args.role(), &q, &mut mr, opts)?;
         print_stats(&stats);
         // ANCHOR_END: new_loop
         Ok(())

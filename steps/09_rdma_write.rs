@@ -7,7 +7,7 @@
 use rdma_dissect::breakit::{self, Case};
 use rdma_dissect::cli::BwArgs;
 use rdma_dissect::error;
-use rdma_dissect::exchange::Role;
+use rdma_dissect::role::Role;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
 use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
 use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
@@ -37,7 +37,7 @@ fn main() -> std::process::ExitCode {
         // its MR (the rkey) and on its QP.
         let remote_write = match role {
             Role::Server => IBV_ACCESS_REMOTE_WRITE,
-            Role::Client { .. } => ibv_access_flags(0),
+            Role::Client => ibv_access_flags(0),
         };
         // ANCHOR_END: new_access
         let dev = open_device(&args.device.choice())?;
@@ -69,8 +69,8 @@ fn main() -> std::process::ExitCode {
         modify_qp_rts(&q.qp, local.dest.psn)?;
         let remote = exchange.finish()?;
         match role {
-            Role::Client { .. } if bw => bandwidth(&q, &mut mr, size, args.iters, &remote)?,
-            Role::Client { .. } => write_and_notify(&q, &mut mr, size, &remote, args.timeout())?,
+            Role::Client if bw => bandwidth(&q, &mut mr, size, args.iters, &remote)?,
+            Role::Client => write_and_notify(&q, &mut mr, size, &remote, args.timeout())?,
             Role::Server => await_notice_and_verify(&q, &mr, size, args.timeout())?,
         }
         // ANCHOR_END: new

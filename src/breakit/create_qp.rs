@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{loopback, Case, Side, Stack};
+use super::{loopback, Case, Stack};
 use crate::cli::QpArgs;
 use crate::error::{Error, Result};
 use crate::poll::trace_wc;
@@ -20,7 +20,7 @@ const SIZE: u32 = 64;
 pub static CASES: [Case<QpArgs>; 1] = [Case {
     name: "cq-too-small",
     summary: "create the CQ with 1 entry for 4 sends and 4 receives, and let them complete",
-    side: Side::Alone,
+    by: None,
     rule: "a CQ must have room for every completion that can be waiting to be polled (every\n\
            posted receive plus every signaled send: rc_pingpong's rx_depth + 1). When one\n\
            more arrives the CQ overruns: the completion is lost, the device raises the\n\

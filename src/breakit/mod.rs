@@ -29,7 +29,7 @@ use std::rc::Rc;
 
 use crate::cli::{DeviceArgs, StepArgs};
 use crate::error::{self, Result};
-use crate::exchange::Role;
+use crate::role::Role;
 use crate::stages::create_qp::{create_qp, QpOptions, Queues};
 use crate::stages::modify_qp_rtr::{local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};
@@ -38,35 +38,13 @@ use crate::stages::{alloc_pd::alloc_pd, reg_mr::reg_mr};
 use crate::trace;
 use crate::verbs::{ibv_access_flags, ibv_qp_attr, Mr, Pd, Qp, IBV_MTU_1024};
 
-/// Who makes a mistake, and which part of a run this process plays: the one process of
-/// 01–04, or a side of 05–09.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// A single-process step (01–04).
-    Alone,
-    /// The side without a host argument.
-    Server,
-    /// The side with one.
-    Client,
-}
-
-impl Side {
-    /// The side of a process that plays `role` against a peer, or the one process.
-    pub fn of(role: Option<Role>) -> Side {
-        match role {
-            None => Side::Alone,
-            Some(Role::Server) => Side::Server,
-            Some(Role::Client { .. }) => Side::Client,
-        }
-    }
-
-    /// How a message names this side: "the server".
-    pub fn name(self) -> &'static str {
-        match self {
-            Side::Alone => "this program",
-            Side::Server => "the server",
-            Side::Client => "the client",
-        }
+/// How a message names who made a mistake, or this process: the one process of 01–04
+/// (`None`), or a side of 05–09.
+fn who(role: Option<Role>) -> &'static str {
+    match role {
+        None => "this program",
+        Some(Role::Server) => "the server",
+        Some(Role::Client) => "the client",
     }
 }
 
@@ -76,8 +54,8 @@ pub struct Case<A: 'static> {
     pub name: &'static str,
     /// One line for `--break help`.
     pub summary: &'static str,
-    /// Who makes the mistake.
-    pub side: Side,
+    /// Who makes the mistake: the server, the client, or (`None`) the one process of 01–04.
+    pub by: Option<Role>,
     /// The verbs rule the mistake breaks.
     pub rule: &'static str,
     /// Where in the code the mistake is made (and where the correct code is).
@@ -137,13 +115,13 @@ pub fn main<A: StepArgs>(choice: Choice<A>, cases: &'static [Case<A>], args: &A)
         }
         Choice::Case(case) => case,
     };
-    let here = Side::of(args.peer_role());
-    trace::event("break").kv("case", case.name).kv("mistake_by", side_key(case.side)).emit();
+    let here = args.peer_role();
+    trace::event("break").kv("case", case.name).kv("mistake_by", case.by.map_or("self", Role::label)).emit();
     match (case.run)(args) {
-        Ok(()) if case.side == here => {
+        Ok(()) if case.by == here => {
             trace::line(format_args!(
                 "break: {} made this mistake and no verb failed here: see the peer's output",
-                here.name()
+                who(here)
             ));
             ExitCode::SUCCESS
         }
@@ -153,14 +131,6 @@ pub fn main<A: StepArgs>(choice: Choice<A>, cases: &'static [Case<A>], args: &A)
             explain(case, here);
             ExitCode::FAILURE
         }
-    }
-}
-
-fn side_key(side: Side) -> &'static str {
-    match side {
-        Side::Alone => "self",
-        Side::Server => "server",
-        Side::Client => "client",
     }
 }
 
@@ -179,18 +149,18 @@ fn print_help<A: StepArgs>(cases: &[Case<A>]) {
     for case in cases {
         println!("  {:width$}  {}", case.name, case.summary);
     }
-    if cases.iter().any(|c| c.side != Side::Alone) {
+    if cases.iter().any(|c| c.by.is_some()) {
         println!("Run the server and the client with the same --break CASE.");
     }
 }
 
 /// The second half of a break-it report: what the case did wrong, on stderr under the
 /// real error.
-fn explain<A>(case: &Case<A>, here: Side) {
-    let by = if case.side == here || case.side == Side::Alone {
+fn explain<A>(case: &Case<A>, here: Option<Role>) {
+    let by = if case.by == here || case.by.is_none() {
         "made here".to_string()
     } else {
-        format!("made by {}", case.side.name())
+        format!("made by {}", who(case.by))
     };
     eprintln!("broken on purpose (--break {}, {by}): {}", case.name, case.summary);
     for (label, text) in [("rule", case.rule), ("where", case.code), ("fix", case.fix)] {

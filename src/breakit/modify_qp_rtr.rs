@@ -1,11 +1,11 @@
 //! Step 05's mistakes: the INIT→RTR attributes. The client makes them; the server runs
 //! step 05 unchanged.
 
-use super::{rts_with_retry_cnt, Case, Side, Stack};
+use super::{rts_with_retry_cnt, Case, Stack};
 use crate::cli::PingpongArgs;
 use crate::error::Result;
-use crate::exchange::Role;
 use crate::poll::{wait_for, Awaited::Send};
+use crate::role::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, explain_rtr, local_dest, modify_qp_rtr, rtr_attr, RTR_MASK};
 use crate::stages::post_send::{post_send, PINGPONG_SEND_WRID};
@@ -17,7 +17,7 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     Case {
         name: "no-grh",
         summary: "leave the GRH out of the address vector (is_global = 0) on RoCE",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "RoCE has no LIDs: a RoCE packet is a UDP/IP packet addressed by GID, so the address\n\
                vector must carry a GRH (ah_attr.is_global = 1, grh.dgid, grh.sgid_index). Code\n\
                written for InfiniBand, which addresses by LID alone (dlid), cannot run on RoCE:\n\
@@ -31,7 +31,7 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     Case {
         name: "missing-attr",
         summary: "fill in dest_qp_num but leave IBV_QP_DEST_QPN out of the attribute mask",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "ibv_modify_qp reads only the attributes whose bit is in the mask, and each\n\
                transition has required attributes (man ibv_modify_qp): INIT→RTR needs STATE,\n\
                AV, PATH_MTU, DEST_QPN, RQ_PSN, MAX_DEST_RD_ATOMIC and MIN_RNR_TIMER. A field set\n\
@@ -44,7 +44,7 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     Case {
         name: "bad-gid-index",
         summary: "put a GID index with no GID behind it (an empty slot of the GID table) in the GRH",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "grh.sgid_index selects our source GID, hence the source IP address and RoCE version\n\
                of every packet; it must name an entry of the port's GID table that holds a GID\n\
                (the table has gid_tbl_len entries, most of them empty). The kernel looks the\n\
@@ -59,7 +59,7 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     Case {
         name: "wrong-dest-qpn",
         summary: "connect to a QP number the peer does not have, then send",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "RTR checks nothing about the peer: dest_qp_num is just a number the packets will\n\
                carry. The peer's device drops packets for a QP it does not have, without an\n\
                answer, so the sender retransmits retry_cnt times, each after the ACK timeout\n\
@@ -82,7 +82,7 @@ fn exchange_with(args: &PingpongArgs, rtr: impl FnOnce(&Stack, &Dest) -> Result<
     let exchange = exchange_dest(&args.peer(), &local)?;
     match args.role() {
         Role::Server => modify_qp_rtr(&s.q.qp, &s.dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?,
-        Role::Client { .. } => rtr(&s, exchange.remote())?,
+        Role::Client => rtr(&s, exchange.remote())?,
     }
     let remote = exchange.finish()?;
     Ok((s, local, remote))

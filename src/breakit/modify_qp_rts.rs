@@ -2,10 +2,10 @@
 //! step 06 unchanged (or, where the failure needs a message, step 07).
 
 use super::post_send::send_each_way_with;
-use super::{rts_with_retry_cnt, Case, Side, Stack};
+use super::{rts_with_retry_cnt, Case, Stack};
 use crate::cli::PingpongArgs;
 use crate::error::Result;
-use crate::exchange::Role;
+use crate::role::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::modify_qp_rts;
@@ -16,7 +16,7 @@ pub static CASES: [Case<PingpongArgs>; 2] = [
     Case {
         name: "rts-from-init",
         summary: "move the QP from INIT straight to RTS, skipping RTR",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "the QP state machine only allows RESET→INIT→RTR→RTS (man ibv_modify_qp), so\n\
                INIT→RTS is refused with EINVAL. RTR is where an RC QP learns its path: the\n\
                peer's address vector, dest_qp_num and rq_psn. A requester needs that path to\n\
@@ -29,7 +29,7 @@ pub static CASES: [Case<PingpongArgs>; 2] = [
     Case {
         name: "wrong-sq-psn",
         summary: "start sending at a PSN one past the one told to the server, then send",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "sq_psn must be the PSN the peer was told, which it set as its rq_psn: the responder\n\
                takes only the packet with the PSN it expects. One ahead is out of sequence:\n\
                rxe's responder answers once with a NAK (PSN sequence error) naming the PSN it\n\

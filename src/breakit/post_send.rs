@@ -1,13 +1,13 @@
 //! Step 07's mistakes: receives. The server makes them; the client sends as step 07 does.
 
-use super::{Case, Side, Stack};
+use super::{Case, Stack};
 use crate::cli::PingpongArgs;
 use crate::error::Result;
-use crate::exchange::Role;
 use crate::poll::{
     wait_for,
     Awaited::{Recv, Send},
 };
+use crate::role::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};
@@ -21,7 +21,7 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     Case {
         name: "no-recv",
         summary: "the server posts no receive; the client retries forever (rnr_retry = 7)",
-        side: Side::Server,
+        by: Some(Role::Server),
         rule: "a SEND needs a receive posted on the peer. Without one the peer answers with an RNR\n\
                (receiver not ready) NAK and the sender retries after min_rnr_timer, up to\n\
                rnr_retry times, and rnr_retry = 7 (rc_pingpong's) means forever: the SEND never\n\
@@ -34,7 +34,7 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     Case {
         name: "no-recv-rnr-retry",
         summary: "the server posts no receive; the client gives up after one RNR retry (rnr_retry = 1)",
-        side: Side::Server,
+        by: Some(Role::Server),
         rule: "as no-recv, but the client's RTS sets rnr_retry = 1: after one retry the SEND fails\n\
                with IBV_WC_RNR_RETRY_EXC_ERR and the client's QP goes to the error state",
         code: "src/breakit/post_send.rs: the server skips post_recv, the client's RTS takes\n\
@@ -45,7 +45,7 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     Case {
         name: "recv-too-small",
         summary: "the server's receive is half the size of the client's message",
-        side: Side::Server,
+        by: Some(Role::Server),
         rule: "an incoming SEND must fit in the receive it consumes (the sum of its scatter\n\
                entries). A larger one fails that receive and puts the responder's QP in the\n\
                error state, and the sender's SEND fails too. The spec's statuses are\n\
@@ -59,7 +59,7 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     Case {
         name: "sge-past-mr",
         summary: "the client's SEND gathers from half way into its MR, -s bytes: past its end (our post_send would refuse it)",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "every scatter/gather entry must lie inside the MR whose lkey it quotes. The device\n\
                checks that when it reads the buffer, not ibv_post_send: the post succeeds and the\n\
                WR completes with IBV_WC_LOC_PROT_ERR, which puts the QP in the error state (its\n\
@@ -83,7 +83,7 @@ pub(super) fn send_each_way_with(
 ) -> Result<()> {
     let mut s = connect_with(args, server_recv, client_rts)?;
     let size = args.buffer.size;
-    send_each_way(&args.role(), &s.q, &mut s.mr, size, args.timeout())
+    send_each_way(args.role(), &s.q, &mut s.mr, size, args.timeout())
 }
 
 /// Stages 01–06 of step 07's flow, with the mistakes [`send_each_way_with`] takes: the
@@ -100,14 +100,14 @@ fn connect_with(
     match (&role, server_recv) {
         (Role::Server, None) => {}
         (Role::Server, Some(len)) => post_recv(&s.q.qp, &s.mr, len, 1)?,
-        (Role::Client { .. }, _) => post_recv(&s.q.qp, &s.mr, size, 1)?,
+        (Role::Client, _) => post_recv(&s.q.qp, &s.mr, size, 1)?,
     }
     let local = local_dest(&s.dev, &s.q.qp);
     let exchange = exchange_dest(&args.peer(), &local)?;
     modify_qp_rtr(&s.q.qp, &s.dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?;
     match role {
         Role::Server => modify_qp_rts(&s.q.qp, local.psn)?,
-        Role::Client { .. } => client_rts(&s.q.qp, local.psn)?,
+        Role::Client => client_rts(&s.q.qp, local.psn)?,
     }
     exchange.finish()?;
     Ok(s)
@@ -132,7 +132,7 @@ fn sge_past_mr(args: &PingpongArgs) -> Result<()> {
     let role = args.role();
     if let Role::Server = role {
         // The server runs step 07 unchanged: it waits for a ping that never comes.
-        return send_each_way(&role, &s.q, &mut s.mr, size, args.timeout());
+        return send_each_way(role, &s.q, &mut s.mr, size, args.timeout());
     }
     stamp(&mut s.mr, b"ping");
     // stage 07's post_send, with the gather entry starting half way into the MR. Not

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Case, Side, Stack};
+use super::{Case, Stack};
 use crate::cli::PingpongArgs;
 use crate::error::{Error, Result};
-use crate::exchange::Role;
 use crate::poll::check_wc;
+use crate::role::Role;
 use crate::stages::create_qp::{QpOptions, Queues};
 use crate::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::modify_qp_rts;
@@ -25,7 +25,7 @@ pub static CASES: [Case<PingpongArgs>; 5] = [
     Case {
         name: "mr-without-remote-write",
         summary: "the server registers its buffer without IBV_ACCESS_REMOTE_WRITE",
-        side: Side::Server,
+        by: Some(Role::Server),
         rule: "an RDMA WRITE needs the target MR's permission, granted at ibv_reg_mr with\n\
                IBV_ACCESS_REMOTE_WRITE: its rkey is then valid for writes. Without it the\n\
                target's device NAKs the write (remote access error) and its QP goes to the\n\
@@ -38,7 +38,7 @@ pub static CASES: [Case<PingpongArgs>; 5] = [
     Case {
         name: "qp-without-remote-write",
         summary: "the server's QP does not allow remote writes (qp_access_flags = 0)",
-        side: Side::Server,
+        by: Some(Role::Server),
         rule: "remote access is checked twice: the MR must allow it, and so must the QP the\n\
                request arrives on (qp_access_flags, set at INIT). A QP without\n\
                IBV_ACCESS_REMOTE_WRITE rejects every RDMA WRITE, whatever the rkey",
@@ -50,7 +50,7 @@ pub static CASES: [Case<PingpongArgs>; 5] = [
     Case {
         name: "wrong-rkey",
         summary: "the client writes with its own MR's lkey instead of the server's rkey",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "the rkey names the target MR and proves the right to access it; the target's\n\
                device checks that it belongs to an MR in the PD of the QP the request\n\
                arrived on, with remote write access, covering the range. A key of another\n\
@@ -63,7 +63,7 @@ pub static CASES: [Case<PingpongArgs>; 5] = [
     Case {
         name: "write-past-end",
         summary: "the client writes -s bytes starting half way into the server's buffer",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "an rkey grants access to [addr, addr + length) of its MR and nothing else: a write\n\
                whose range runs past the end is refused (remote access error). What the target\n\
                buffer then holds is undefined by the spec; rxe checks the whole range before it\n\
@@ -76,7 +76,7 @@ pub static CASES: [Case<PingpongArgs>; 5] = [
     Case {
         name: "never-signal",
         summary: "the client posts -n RDMA WRITEs, the notice too, none with IBV_SEND_SIGNALED",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "a send WR without IBV_SEND_SIGNALED makes no completion when it succeeds, and by\n\
                the spec its send-queue slot is the sender's again only once a later signaled\n\
                WR's completion is polled: a sender that never signals cannot learn that its\n\
@@ -117,7 +117,7 @@ fn flow_with(
     let role = args.role();
     let (mr_access, qp_access) = match role {
         Role::Server => (IBV_ACCESS_LOCAL_WRITE | server_mr_access, server_qp_access),
-        Role::Client { .. } => (IBV_ACCESS_LOCAL_WRITE, ibv_access_flags(0)),
+        Role::Client => (IBV_ACCESS_LOCAL_WRITE, ibv_access_flags(0)),
     };
     let opts =
         QpOptions { rx_depth: 1, tx_depth: TX_DEPTH, cqe: 1 + TX_DEPTH, size, use_event: false, access: qp_access };
@@ -131,7 +131,7 @@ fn flow_with(
     modify_qp_rts(&s.q.qp, local.dest.psn)?;
     let remote = exchange.finish()?;
     match role {
-        Role::Client { .. } => client(&s.q, &mut s.mr, size, &remote),
+        Role::Client => client(&s.q, &mut s.mr, size, &remote),
         Role::Server => await_notice_and_verify(&s.q, &s.mr, size, args.timeout()),
     }
 }

@@ -1,6 +1,6 @@
 //! Step 03's mistakes: access flags on `ibv_reg_mr`.
 
-use super::{loopback, Case, Side, Stack};
+use super::{loopback, Case, Stack};
 use crate::cli::MrArgs;
 use crate::error::Result;
 use crate::poll::{
@@ -20,7 +20,7 @@ pub static CASES: [Case<MrArgs>; 2] = [
     Case {
         name: "recv-without-local-write",
         summary: "register the receive buffer without IBV_ACCESS_LOCAL_WRITE, then receive into it",
-        side: Side::Alone,
+        by: None,
         rule: "a receive is the HCA writing into our memory, which needs IBV_ACCESS_LOCAL_WRITE on\n\
                the MR; registration cannot know the MR will be used for receives, so it succeeds,\n\
                and the failure comes only when a message lands: a work completion error, not an\n\
@@ -33,7 +33,7 @@ pub static CASES: [Case<MrArgs>; 2] = [
     Case {
         name: "remote-write-without-local-write",
         summary: "ask for IBV_ACCESS_REMOTE_WRITE without IBV_ACCESS_LOCAL_WRITE",
-        side: Side::Alone,
+        by: None,
         rule: "the verbs spec requires LOCAL_WRITE whenever REMOTE_WRITE (or REMOTE_ATOMIC) is asked\n\
                for: memory the peer may write, the local HCA must be allowed to write too, so\n\
                ibv_reg_mr refuses the combination with EINVAL (man ibv_reg_mr)",

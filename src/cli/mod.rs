@@ -23,7 +23,8 @@
 
 use clap::Args;
 
-use crate::exchange::{Peer, Role};
+use crate::exchange::Peer;
+use crate::role::Role;
 use crate::stages::open_device::DeviceChoice;
 use std::time::Duration;
 
@@ -167,10 +168,7 @@ pub struct PingpongArgs {
 impl PingpongArgs {
     /// Server without a host, client with one — rc_pingpong's rule.
     pub fn role(&self) -> Role {
-        match &self.host {
-            None => Role::Server,
-            Some(host) => Role::Client { host: host.clone() },
-        }
+        Role::of(self.host.as_deref())
     }
 
     /// The `--timeout` for [`crate::exchange::Connection`].
@@ -178,9 +176,9 @@ impl PingpongArgs {
         self.exchange.timeout
     }
 
-    /// Who we talk to, where and how patiently: the role, `-p` and `--timeout`.
+    /// Who we talk to, where and how patiently: the host (none on the server), `-p` and `--timeout`.
     pub fn peer(&self) -> Peer {
-        Peer { role: self.role(), port: self.exchange.port, timeout: self.timeout() }
+        Peer { host: self.host.clone(), port: self.exchange.port, timeout: self.timeout() }
     }
 }
 
@@ -297,7 +295,8 @@ mod tests {
             "127.0.0.1",
         ])
         .unwrap();
-        assert_eq!(a.role(), Role::Client { host: "127.0.0.1".into() });
+        assert_eq!(a.role(), Role::Client);
+        assert_eq!(a.peer().host.as_deref(), Some("127.0.0.1"));
         assert_eq!(a.exchange.port, 9999);
         assert_eq!(a.device, DeviceArgs { ib_dev: Some("rxe0".into()), ib_port: 2, gid_index: Some(1) });
         assert_eq!(a.buffer.size, 64);

@@ -39,24 +39,13 @@ mod failure;
 
 pub use failure::ExchangeError;
 
-/// Which side of the TCP exchange we are. rc_pingpong decides by whether a host was given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Role {
-    /// No host argument: listen on `-p`, accept one client, reply after connecting the QP.
-    Server,
-    /// A host argument: connect to it, speak first, send `"done"` last. Also the side that
-    /// posts the first SEND of the ping-pong.
-    Client {
-        /// As given on the command line: a name or an address.
-        host: String,
-    },
-}
-
-/// The other side of the exchange: our role, the TCP port (`-p`) and how long to wait
-/// for it (`--timeout`).
+/// The other side of the exchange: the host to connect to (none: we are the server and
+/// wait for it, rc_pingpong's rule), the TCP port (`-p`) and how long to wait for it
+/// (`--timeout`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
-    pub role: Role,
+    /// As given on the command line: a name or an address. `None` on the server.
+    pub host: Option<String>,
     pub port: u16,
     pub timeout: Duration,
 }

@@ -25,7 +25,7 @@
 use std::hash::{BuildHasher, Hasher};
 
 use crate::error::{Error, Result};
-use crate::exchange::{Connection, Peer, Role};
+use crate::exchange::{Connection, Peer};
 use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
@@ -65,15 +65,15 @@ pub fn local_dest(dev: &Device, qp: &Qp) -> Dest {
 pub fn exchange_dest<'a, M: Message + std::fmt::Display>(peer: &Peer, local: &'a M) -> Result<Exchange<'a, M>> {
     trace::line(format_args!("  local address:  {local}"));
     let port = peer.port;
-    match &peer.role {
-        Role::Server => {
+    match &peer.host {
+        None => {
             let mut conn = Connection::accept(port, peer.timeout)?;
             trace::event("tcp accept").kv("port", port).emit();
             let remote: M = conn.recv()?;
             trace::event("tcp recv").kv("bytes", M::LEN).emit();
             Ok(Exchange { remote, local, reply_to: Some(conn) })
         }
-        Role::Client { host } => {
+        Some(host) => {
             let mut conn = Connection::connect(host, port, peer.timeout)?;
             trace::event("tcp connect").kv("host", host).kv("port", port).emit();
             conn.send(local)?;

@@ -43,8 +43,8 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::exchange::Role;
 use crate::poll::check_wc;
+use crate::role::Role;
 use crate::stages::create_qp::Queues;
 use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::trace;
@@ -96,8 +96,8 @@ pub fn prepare(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
 /// The timed loop of `main`, wrapped in what runs around it: the `-c` pattern, the muted
 /// trace, the watchdog, the clock, and afterwards the acknowledged events and the check.
 /// Fails when no completion comes for `opts.timeout` (the peer died: see the module doc).
-pub fn pingpong(role: &Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> Result<Stats> {
-    let client = matches!(role, Role::Client { .. });
+pub fn pingpong(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> Result<Stats> {
+    let client = role == Role::Client;
     if client && opts.chk {
         mr.write(0, &pattern(mr.len()));
     }

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use rdma_dissect::role::Role;
 use regex::Regex;
 
 /// The project's directory (this crate is `testkit/` in it).
@@ -420,40 +421,23 @@ enum Whose {
     Peer,
 }
 
-/// Which process printed a text.
-#[derive(Clone, Copy, PartialEq, Debug)]
-pub enum Side {
-    /// A single process (01–04, and 03/04's `--break` cases, whose QP talks to itself).
-    Alone,
-    Server,
-    Client,
-}
-
-impl Side {
-    fn label(self) -> &'static str {
-        match self {
-            Side::Alone => "",
-            Side::Server => "server",
-            Side::Client => "client",
-        }
-    }
-}
-
 /// The values each side of one run picked, read from its own trace: the QPN of the QP it
 /// created, the PSN it announced, the addresses and keys of the MRs it registered.
 pub struct Picks {
-    sides: Vec<(Side, Vec<(Kind, String)>)>,
+    /// Which process picked them — the server, the client, or (`None`) the one process of
+    /// 01–04 and of 03/04's `--break` cases, whose QP talks to itself — and what it picked.
+    sides: Vec<(Option<Role>, Values)>,
 }
 
 impl Picks {
     /// One process and its trace.
     pub fn alone(trace: &str) -> Picks {
-        Picks { sides: vec![(Side::Alone, picked(trace))] }
+        Picks { sides: vec![(None, picked(trace))] }
     }
 
     /// A server and a client, and their traces.
     pub fn pair(server: &str, client: &str) -> Picks {
-        Picks { sides: vec![(Side::Server, picked(server)), (Side::Client, picked(client))] }
+        Picks { sides: vec![(Some(Role::Server), picked(server)), (Some(Role::Client), picked(client))] }
     }
 
     /// The sides of a text as [`redact_sections`] splits it: `--- server` / `--- client`
@@ -478,7 +462,7 @@ impl Picks {
     /// is named by the key that side would use it as. That matters where the device gives
     /// an MR without remote access an rkey equal to its lkey (rxe on Linux 6.12; 6.1 gives
     /// it 0): 09's `wrong-rkey` writes with the client's lkey, `[LKEY:client]` on both.
-    fn label(&self, kinds: &[Kind], value: &str, order: &[Side]) -> String {
+    fn label(&self, kinds: &[Kind], value: &str, order: &[Option<Role>]) -> String {
         for (i, side) in order.iter().enumerate() {
             let Some((_, values)) = self.sides.iter().find(|(s, _)| s == side) else { continue };
             let mut tried: Vec<Kind> = kinds.to_vec();
@@ -488,8 +472,8 @@ impl Picks {
             for kind in tried {
                 if values.iter().any(|(k, v)| *k == kind && v == value) {
                     return match side {
-                        Side::Alone => format!("[{}]", kind.name()),
-                        _ => format!("[{}:{}]", kind.name(), side.label()),
+                        None => format!("[{}]", kind.name()),
+                        Some(role) => format!("[{}:{}]", kind.name(), role.label()),
                     };
                 }
             }
@@ -498,7 +482,10 @@ impl Picks {
     }
 }
 
-fn picked(trace: &str) -> Vec<(Kind, String)> {
+/// The values one process picked, each with its kind.
+type Values = Vec<(Kind, String)>;
+
+fn picked(trace: &str) -> Values {
     static PICKED: OnceLock<[(Regex, &[Kind]); 3]> = OnceLock::new();
     let rules = PICKED.get_or_init(|| {
         [
@@ -525,7 +512,7 @@ fn picked(trace: &str) -> Vec<(Kind, String)> {
 /// `text`, printed by `side` of `run` on `dev`, as its snapshot shows it: every value the
 /// device reports or the run picks behind a named placeholder (see [`DEVICE_VALUES`],
 /// [`RUN_VALUES`], [`OTHER_VALUES`]). Panics if a granted size is below the one asked.
-pub fn redact(text: &str, side: Side, run: &Picks, dev: &Device) -> String {
+pub fn redact(text: &str, side: Option<Role>, run: &Picks, dev: &Device) -> String {
     check_granted(text);
     let mut text = text.to_string();
     // Other devices' lines in ibv_get_device_list's listing: only the count stays.
@@ -549,11 +536,7 @@ pub fn redact(text: &str, side: Side, run: &Picks, dev: &Device) -> String {
         let re = Regex::new(&format!(r"(?m)(?P<pre>{pre}){}(?P<end>[ ,)]|$)", regex::escape(&dev.fact(fact)))).unwrap();
         text = re.replace_all(&text, format!("${{pre}}[{name}]${{end}}").as_str()).into_owned();
     }
-    let peer = match side {
-        Side::Alone => Side::Alone,
-        Side::Server => Side::Client,
-        Side::Client => Side::Server,
-    };
+    let peer = side.map(Role::peer);
     for ((_, kinds, whose), re) in RUN_VALUES.iter().zip(&fixed.run) {
         let order = match whose {
             Whose::Own => [side, peer],
@@ -591,16 +574,16 @@ fn fixed_patterns() -> &'static FixedPatterns {
 }
 
 /// A text of several sides, each after a `--- server…` or `--- client…` line (the break-it
-/// snapshots), redacted side by side; before any such line, the text is `Side::Alone`'s.
+/// snapshots), redacted side by side; before any such line, the text is the one process's.
 pub fn redact_sections(text: &str, run: &Picks, dev: &Device) -> String {
     let mut out = String::new();
-    let mut side = Side::Alone;
+    let mut side = None;
     let mut section = String::new();
     for line in text.split_inclusive('\n') {
         let next = if line.starts_with("--- server") {
-            Some(Side::Server)
+            Some(Some(Role::Server))
         } else if line.starts_with("--- client") {
-            Some(Side::Client)
+            Some(Some(Role::Client))
         } else {
             None
         };

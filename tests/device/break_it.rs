@@ -17,7 +17,6 @@ use common::{
     args, book_output, device, device_args, device_lock, redact_sections, run, run_pair, snapshots, stdout, tcp_port,
     Picks,
 };
-use rdma_dissect::breakit::Side;
 use rdma_dissect::breakit::{self, Case};
 
 /// Both sides wait this long for a peer that never answers: the no-receive cases end
@@ -57,11 +56,7 @@ fn check<A>(bin: &str, case: &Case<A>, runs: &[Run]) {
     // The side that makes the mistake is always among those that fail.
     let mistaken = runs
         .iter()
-        .find(|r| match case.side {
-            Side::Alone => true,
-            Side::Server => r.label == "server",
-            Side::Client => r.label == "client",
-        })
+        .find(|r| case.by.is_none_or(|role| r.label == role.label()))
         .expect("a run for the side that makes the mistake");
     assert!(!mistaken.out.status.success(), "{bin} --break {}: the {} did not fail", case.name, mistaken.label);
     let errors: String = runs

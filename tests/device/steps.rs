@@ -10,11 +10,12 @@
 //! each only where it is the device's own answer or the side's own value. The book's
 //! "Run it" listings are the real output behind each snapshot (`common::book_output`).
 
+use rdma_dissect::role::Role;
 use testkit as common;
 
 use common::{
     args, assert_ok, book_output, device, device_args, device_lock, redact, run, run_pair, snapshots, stdout, tcp_port,
-    Picks, Side,
+    Picks,
 };
 
 /// A single-process step (01–04): one snapshot, `steps__<bin>.snap`.
@@ -23,7 +24,7 @@ fn single(bin: &str, program: &str) {
     let out = run(program, &device_args());
     assert_ok(bin, &out);
     let raw = stdout(&out);
-    let text = redact(&raw, Side::Alone, &Picks::alone(&raw), device());
+    let text = redact(&raw, None, &Picks::alone(&raw), device());
     snapshots(|| insta::assert_snapshot!(format!("steps__{bin}"), text));
     book_output("steps", bin, &raw);
 }
@@ -40,8 +41,8 @@ fn pair(bin: &str, program: &str) {
     assert_ok(&format!("{bin} client"), &c);
     let (s, c) = (stdout(&s), stdout(&c));
     let run = Picks::pair(&s, &c);
-    let server_text = redact(&s, Side::Server, &run, device());
-    let client_text = redact(&c, Side::Client, &run, device());
+    let server_text = redact(&s, Some(Role::Server), &run, device());
+    let client_text = redact(&c, Some(Role::Client), &run, device());
     snapshots(|| {
         insta::assert_snapshot!(format!("steps__{bin}-server"), server_text);
         insta::assert_snapshot!(format!("steps__{bin}-client"), client_text);

@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use rdma_dissect::role::Role;
 use testkit as common;
 
 use common::check_xml;
@@ -394,15 +395,15 @@ fn book_outputs_are_real_runs_of_their_snapshots() {
             common::Picks::from_sections(&raw)
         };
         let side = if name.ends_with("-server.snap") {
-            common::Side::Server
+            Some(Role::Server)
         } else if name.ends_with("-client.snap") {
-            common::Side::Client
+            Some(Role::Client)
         } else {
-            common::Side::Alone
+            None
         };
         let redacted = match side {
-            common::Side::Alone => common::redact_sections(&raw, &picks, &dev),
-            _ => common::redact(&raw, side, &picks, &dev),
+            None => common::redact_sections(&raw, &picks, &dev),
+            Some(_) => common::redact(&raw, side, &picks, &dev),
         };
         let snap = read(&snapdir.join(&name));
         let header = snapshot_header_len(&snap).unwrap_or_else(|| panic!("{name}: no insta header"));

@@ -48,13 +48,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use common::{Picks, Side};
+use common::Picks;
+use rdma_dissect::role::Role;
 
-/// Who runs opposite the student's program.
+/// Who runs opposite the student's program in a pair step (01–04 have no partner).
 #[derive(Clone, Copy, PartialEq)]
-enum Peer {
-    /// Nobody: a single process (01–04).
-    Alone,
+enum Partner {
     /// Debian's C `ibv_rc_pingpong` (05–08).
     C,
     /// Our reference step (09: its address message is ours, the C tool cannot be its peer).
@@ -66,7 +65,8 @@ struct Step {
     nn: String,
     bin: String,
     stage: String,
-    peer: Peer,
+    /// Who runs opposite it: none for 01–04.
+    partner: Option<Partner>,
     /// The argument sets it runs with (after the device's `-d -i -g`); each pair step runs
     /// each set twice, the student's program as the server and then as the client.
     runs: Runs,
@@ -80,15 +80,15 @@ const DEFAULT_RUNS: Runs = &[&[]];
 
 /// The steps (steps/list.txt, through testkit) are checked with their defaults, a pair step
 /// against the C tool in both roles, except for what this table says: more argument sets,
-/// or another peer.
-const SPECIAL: [(&str, Option<Peer>, Runs); 4] = [
+/// or another partner.
+const SPECIAL: [(&str, Option<Partner>, Runs); 4] = [
     ("03_reg_mr", None, &[&[], &["-s", "100"]]),
     // -e: the completion channel; -s 16: a size that goes inline on rxe0 (max_inline_data 16).
     ("04_create_qp", None, &[&[], &["-e", "-s", "16"]]),
     // -r 8 makes the loop refill its receives; -e exercises the completion channel.
     ("08_poll_cq", None, &[&["-n", "100", "-r", "8"], &["-e", "-n", "100", "-r", "8"]]),
     // Its address message is ours (78 bytes): the C tool cannot be its peer.
-    ("09_rdma_write", Some(Peer::Reference), DEFAULT_RUNS),
+    ("09_rdma_write", Some(Partner::Reference), DEFAULT_RUNS),
 ];
 
 fn step(nn: &str) -> Result<Step, String> {
@@ -96,12 +96,12 @@ fn step(nn: &str) -> Result<Step, String> {
     let listed = common::steps().into_iter().find(|s| s.nn() == nn || s.bin == nn);
     let listed = listed.ok_or_else(|| format!("no step `{nn}`: give a step number 01..09 (e.g. `05`)"))?;
     let special = SPECIAL.iter().find(|(bin, ..)| *bin == listed.bin);
-    let default_peer = if listed.pair { Peer::C } else { Peer::Alone };
+    let default_partner = listed.pair.then_some(Partner::C);
     Ok(Step {
         nn: listed.nn().to_string(),
         bin: listed.bin.clone(),
         stage: listed.stage().to_string(),
-        peer: special.and_then(|s| s.1).unwrap_or(default_peer),
+        partner: special.and_then(|s| s.1).or(default_partner),
         runs: special.map_or(DEFAULT_RUNS, |s| s.2),
     })
 }
@@ -449,24 +449,25 @@ fn finish(child: Child, what: &str, deadline: Instant) -> Ran {
 struct RunResult {
     ours: Ran,
     peer: Option<Ran>,
-    side: Side,
+    /// Ours: the server, the client, or (`None`) the one process.
+    side: Option<Role>,
     /// e.g. "as the server, ibv_rc_pingpong as the client, -n 100"
     label: String,
 }
 
-fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: Side) -> RunResult {
+fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: Option<Role>) -> RunResult {
     let dev = common::device_args();
     let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     let flags = if extra.is_empty() { String::new() } else { format!(", {}", extra.join(" ")) };
     let ours_name = format!("your {}", step.bin);
-    if step.peer == Peer::Alone {
+    let Some(partner) = step.partner else {
         let args: Vec<String> = dev.iter().chain(&extra).cloned().collect();
         let ours = finish(spawn(program, &args, false), &ours_name, Instant::now() + DEADLINE);
         return RunResult { ours, peer: None, side, label: format!("alone{flags}") };
-    }
+    };
     let port = common::tcp_port().to_string();
-    let (peer_program, peer_name) = match step.peer {
-        Peer::C => ("ibv_rc_pingpong".to_string(), "ibv_rc_pingpong".to_string()),
+    let (peer_program, peer_name) = match partner {
+        Partner::C => ("ibv_rc_pingpong".to_string(), "ibv_rc_pingpong".to_string()),
         _ => (reference.to_string(), format!("the reference {}", step.bin)),
     };
     let mut ours_args: Vec<String> = dev.clone();
@@ -474,14 +475,14 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: S
     ours_args.extend(extra.iter().cloned());
     let mut peer_args: Vec<String> = dev.clone();
     peer_args.extend(["-p".to_string(), port.clone()]);
-    if step.peer == Peer::Reference {
+    if partner == Partner::Reference {
         peer_args.extend(["--timeout".into(), PEER_TIMEOUT.into()]);
     }
     peer_args.extend(extra.iter().cloned());
-    let c_peer = step.peer == Peer::C;
+    let c_peer = partner == Partner::C;
     let deadline = Instant::now() + DEADLINE;
     let (server, client) = match side {
-        Side::Server => {
+        Some(Role::Server) => {
             peer_args.push("127.0.0.1".into());
             let s = spawn(program, &ours_args, false);
             (s, (peer_program.clone(), peer_args, c_peer))
@@ -500,7 +501,7 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: S
         std::thread::sleep(Duration::from_millis(20));
     }
     let client = spawn(&client.0, &client.1, client.2);
-    let (ours_child, peer_child) = if side == Side::Server { (server, client) } else { (client, server) };
+    let (ours_child, peer_child) = if side == Some(Role::Server) { (server, client) } else { (client, server) };
     let ours = finish(ours_child, &ours_name, deadline);
     // Steps 05–07 end before rc_pingpong's ping-pong does: the C peer would wait forever
     // for messages that never come. It has done its part once ours has exited.
@@ -508,7 +509,7 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: S
         if c_peer && step.nn.as_str() < "08" { Instant::now() + Duration::from_secs(1) } else { deadline };
     let peer = finish(peer_child, &peer_name, peer_deadline);
     let label = match side {
-        Side::Server => format!("as the server, {peer_name} as the client{flags}"),
+        Some(Role::Server) => format!("as the server, {peer_name} as the client{flags}"),
         _ => format!("as the client, {peer_name} as the server{flags}"),
     };
     RunResult { ours, peer: Some(peer), side, label }
@@ -516,7 +517,8 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: S
 
 /// The runs of `step` for `program`, in a fixed order.
 fn run_all(step: &Step, program: &str, reference: &str) -> Vec<RunResult> {
-    let sides: &[Side] = if step.peer == Peer::Alone { &[Side::Alone] } else { &[Side::Server, Side::Client] };
+    let sides: &[Option<Role>] =
+        if step.partner.is_none() { &[None] } else { &[Some(Role::Server), Some(Role::Client)] };
     let mut results = Vec::new();
     for extra in step.runs {
         for &side in sides {
@@ -549,12 +551,13 @@ fn redacted(run: &RunResult, c_peer: bool) -> (String, Option<String>) {
     let dev = common::device();
     let ours = &run.ours.stdout;
     let Some(peer) = &run.peer else {
-        return (common::redact(ours, Side::Alone, &Picks::alone(ours), dev), None);
+        return (common::redact(ours, None, &Picks::alone(ours), dev), None);
     };
     let peer_text = if c_peer { with_c_qpn(&peer.stdout) } else { peer.stdout.clone() };
-    let (server, client) = if run.side == Side::Server { (ours.clone(), peer_text) } else { (peer_text, ours.clone()) };
+    let (server, client) =
+        if run.side == Some(Role::Server) { (ours.clone(), peer_text) } else { (peer_text, ours.clone()) };
     let picks = Picks::pair(&server, &client);
-    let peer_side = if run.side == Side::Server { Side::Client } else { Side::Server };
+    let peer_side = run.side.map(Role::peer);
     (common::redact(ours, run.side, &picks, dev), Some(common::redact(&peer.stdout, peer_side, &picks, dev)))
 }
 
@@ -749,7 +752,7 @@ fn indent(text: &str) -> String {
 /// Grades one step: Ok(summary) when every run matches the reference, Err(report) at the
 /// first difference.
 fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<String, String> {
-    let c_peer = step.peer == Peer::C;
+    let c_peer = step.partner == Some(Partner::C);
     let theirs = run_all(step, program, reference);
     let ours = run_all(step, reference, reference);
     let mut lines = 0;
@@ -1020,9 +1023,9 @@ mod tests {
     fn steps_come_from_the_list() {
         let s = step("5").unwrap();
         assert_eq!((s.nn.as_str(), s.bin.as_str(), s.stage.as_str()), ("05", "05_modify_qp_rtr", "modify_qp_rtr"));
-        assert!(s.peer == Peer::C && s.runs == DEFAULT_RUNS);
-        assert!(step("01").unwrap().peer == Peer::Alone);
-        assert!(step("09_rdma_write").unwrap().peer == Peer::Reference);
+        assert!(s.partner == Some(Partner::C) && s.runs == DEFAULT_RUNS);
+        assert!(step("01").unwrap().partner.is_none());
+        assert!(step("09_rdma_write").unwrap().partner == Some(Partner::Reference));
         assert_eq!(step("08").unwrap().runs.len(), 2);
         assert!(step("10").err().unwrap().contains("no step `10`"));
     }
