@@ -139,6 +139,20 @@ pub struct RdmaDest {
     pub addr: u64,
 }
 
+/// The rc_pingpong fields of either message: what the QP connects with (RTR's remote
+/// address, RTS's own PSN), whichever message carried them.
+impl AsRef<Dest> for Dest {
+    fn as_ref(&self) -> &Dest {
+        self
+    }
+}
+
+impl AsRef<Dest> for RdmaDest {
+    fn as_ref(&self) -> &Dest {
+        &self.dest
+    }
+}
+
 impl fmt::Display for RdmaDest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}, RKEY 0x{:08x}, ADDR 0x{:016x}", self.dest, self.rkey, self.addr)

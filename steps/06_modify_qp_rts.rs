@@ -1,13 +1,14 @@
 //! Step 06: move the QP RTR→RTS: the connection is up.
 //!
 //! New: stage 06, [`rdma_dissect::stages::modify_qp_rts`], called right after RTR — on the
-//! server before it replies, as `pp_connect_ctx` does both.
+//! server before it replies, as `pp_connect_ctx` does both. Its `connect` runs stages 05
+//! and 06 in that order; this step and every later one connect their QP with it.
 
 use rdma_dissect::breakit::{self, Case};
 use rdma_dissect::error;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
-use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
-use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
+use rdma_dissect::stages::modify_qp_rtr::local_dest;
+use rdma_dissect::stages::modify_qp_rts::connect;
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::step::Cli;
 use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
@@ -31,15 +32,9 @@ fn main() -> std::process::ExitCode {
         let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;
         let local = local_dest(&dev, &q.qp);
-        let exchange = exchange_dest(&args.peer(), &local)?;
-        // Here the server has the client's address and owes it a reply: it connects its QP
-        // first, so the QP can receive by the time the client knows where to send. The
-        // client has the server's reply already.
-        modify_qp_rtr(&q.qp, &dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?;
         // ANCHOR: new
-        modify_qp_rts(&q.qp, local.psn)?;
+        connect(&q.qp, &dev, &args.peer(), &local, args.mtu.to_ibv(), args.sl)?;
         // ANCHOR_END: new
-        exchange.finish()?;
         Ok(())
     })
 }

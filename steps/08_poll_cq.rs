@@ -6,8 +6,8 @@
 use rdma_dissect::breakit::{self, Case};
 use rdma_dissect::error;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
-use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
-use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
+use rdma_dissect::stages::modify_qp_rtr::local_dest;
+use rdma_dissect::stages::modify_qp_rts::connect;
 use rdma_dissect::stages::poll_cq::{pingpong, prepare, print_stats, PingpongOptions};
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::step::Cli;
@@ -42,13 +42,7 @@ fn main() -> std::process::ExitCode {
         prepare(&q, &mr, opts)?;
         // ANCHOR_END: new
         let local = local_dest(&dev, &q.qp);
-        let exchange = exchange_dest(&args.peer(), &local)?;
-        // Here the server has the client's address and owes it a reply: it connects its QP
-        // first, so the QP can receive by the time the client knows where to send. The
-        // client has the server's reply already.
-        modify_qp_rtr(&q.qp, &dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?;
-        modify_qp_rts(&q.qp, local.psn)?;
-        exchange.finish()?;
+        connect(&q.qp, &dev, &args.peer(), &local, args.mtu.to_ibv(), args.sl)?;
         // ANCHOR: new_loop
         let stats = pingpong(args.role(), &q, &mut mr, opts)?;
         print_stats(&stats);

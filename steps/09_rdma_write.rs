@@ -9,8 +9,7 @@ use rdma_dissect::cli::BwArgs;
 use rdma_dissect::error;
 use rdma_dissect::role::Role;
 use rdma_dissect::stages::create_qp::{create_qp, QpOptions};
-use rdma_dissect::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
-use rdma_dissect::stages::modify_qp_rts::modify_qp_rts;
+use rdma_dissect::stages::modify_qp_rts::connect;
 use rdma_dissect::stages::rdma_write::{
     await_notice_and_verify, bandwidth, local_rdma_dest, post_notice_recv, write_and_notify, TX_DEPTH,
 };
@@ -61,13 +60,7 @@ fn main() -> std::process::ExitCode {
             post_notice_recv(&q.qp, &mr)?;
         }
         let local = local_rdma_dest(&dev, &q.qp, &mr);
-        let exchange = exchange_dest(&args.peer(), &local)?;
-        // Here the server has the client's address and owes it a reply: it connects its QP
-        // first, so the QP can receive by the time the client knows where to send. The
-        // client has the server's reply already.
-        modify_qp_rtr(&q.qp, &dev, &exchange.remote().dest, args.mtu.to_ibv(), args.sl)?;
-        modify_qp_rts(&q.qp, local.dest.psn)?;
-        let remote = exchange.finish()?;
+        let remote = connect(&q.qp, &dev, &args.peer(), &local, args.mtu.to_ibv(), args.sl)?;
         match role {
             Role::Client if bw => bandwidth(&q, &mut mr, size, args.iters, &remote)?,
             Role::Client => write_and_notify(&q, &mut mr, size, &remote, args.timeout())?,

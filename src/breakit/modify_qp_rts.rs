@@ -1,7 +1,7 @@
 //! Step 06's mistakes: the RTR→RTS transition. The client makes them; the server runs
 //! step 06 unchanged (or, where the failure needs a message, step 07).
 
-use super::post_send::send_each_way_with;
+use super::post_send::{connected_with_rts, send_each_way_over};
 use super::{rts_with_retry_cnt, Case, Stack};
 use crate::cli::PingpongArgs;
 use crate::error::Result;
@@ -9,7 +9,7 @@ use crate::role::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
 use crate::stages::modify_qp_rts::modify_qp_rts;
-use crate::verbs::IBV_ACCESS_LOCAL_WRITE;
+use crate::verbs::{Qp, IBV_ACCESS_LOCAL_WRITE};
 
 /// The cases of `06_modify_qp_rts --break`.
 pub static CASES: [Case<PingpongArgs>; 2] = [
@@ -60,7 +60,6 @@ fn rts_from_init(args: &PingpongArgs) -> Result<()> {
 
 fn wrong_sq_psn(args: &PingpongArgs) -> Result<()> {
     // The failure needs a message: both sides go on to step 07's SEND each way.
-    send_each_way_with(args, Some(args.buffer.size), |qp, psn| {
-        rts_with_retry_cnt(qp, (psn + 1) & crate::wire::MAX_24BIT, 1)
-    })
+    let wrong_psn = |qp: &Qp, psn| rts_with_retry_cnt(qp, (psn + 1) & crate::wire::MAX_24BIT, 1);
+    send_each_way_over(args, connected_with_rts(args, Some(args.buffer.size), wrong_psn)?)
 }

@@ -10,7 +10,7 @@ use crate::poll::{
 use crate::role::Role;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest, modify_qp_rtr};
-use crate::stages::modify_qp_rts::{modify_qp_rts, rts_attr, RTS_MASK};
+use crate::stages::modify_qp_rts::{connect, modify_qp_rts, rts_attr, RTS_MASK};
 use crate::stages::post_send::{
     post_recv, send_each_way, stamp, trace_post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID,
 };
@@ -73,39 +73,42 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
     },
 ];
 
-/// Step 07's flow with the mistakes of this step and of 06: the server's receive is
-/// `server_recv` bytes (`None`: no receive at all), and the client moves to RTS with
-/// `client_rts` (given the PSN it told the server).
-pub(super) fn send_each_way_with(
-    args: &PingpongArgs,
-    server_recv: Option<u32>,
-    client_rts: impl FnOnce(&Qp, u32) -> Result<()>,
-) -> Result<()> {
-    let mut s = connect_with(args, server_recv, client_rts)?;
+/// Stages 01–04 of step 07, and its receive: on the server `server_recv` bytes long
+/// (`None`: no receive at all, the mistake), on the client as step 07 posts it.
+fn stack(args: &PingpongArgs, server_recv: Option<u32>) -> Result<Stack> {
     let size = args.buffer.size;
-    send_each_way(args.role(), &s.q, &mut s.mr, size, args.timeout())
+    let opts = QpOptions::pingpong(size, 1, args.queue.events);
+    let s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
+    let recv = match args.role() {
+        Role::Server => server_recv,
+        Role::Client => Some(size),
+    };
+    if let Some(len) = recv {
+        post_recv(&s.q.qp, &s.mr, len, 1)?;
+    }
+    Ok(s)
 }
 
-/// Stages 01–06 of step 07's flow, with the mistakes [`send_each_way_with`] takes: the
-/// connected stack, with the receive posted, ready to send.
-fn connect_with(
+/// [`stack`], connected as the steps connect: stage 06's [`connect`].
+fn connected(args: &PingpongArgs, server_recv: Option<u32>) -> Result<Stack> {
+    let s = stack(args, server_recv)?;
+    let local = local_dest(&s.dev, &s.q.qp);
+    connect(&s.q.qp, &s.dev, &args.peer(), &local, args.mtu.to_ibv(), args.sl)?;
+    Ok(s)
+}
+
+/// [`stack`], connected with the mistake in the client's RTS: `client_rts` (given the PSN
+/// it told the server) instead of stage 06. The rest is [`connect`]'s order.
+pub(super) fn connected_with_rts(
     args: &PingpongArgs,
     server_recv: Option<u32>,
     client_rts: impl FnOnce(&Qp, u32) -> Result<()>,
 ) -> Result<Stack> {
-    let size = args.buffer.size;
-    let role = args.role();
-    let opts = QpOptions::pingpong(size, 1, args.queue.events);
-    let s = Stack::new(&args.device, size, IBV_ACCESS_LOCAL_WRITE, opts)?;
-    match (&role, server_recv) {
-        (Role::Server, None) => {}
-        (Role::Server, Some(len)) => post_recv(&s.q.qp, &s.mr, len, 1)?,
-        (Role::Client, _) => post_recv(&s.q.qp, &s.mr, size, 1)?,
-    }
+    let s = stack(args, server_recv)?;
     let local = local_dest(&s.dev, &s.q.qp);
     let exchange = exchange_dest(&args.peer(), &local)?;
     modify_qp_rtr(&s.q.qp, &s.dev, exchange.remote(), args.mtu.to_ibv(), args.sl)?;
-    match role {
+    match args.role() {
         Role::Server => modify_qp_rts(&s.q.qp, local.psn)?,
         Role::Client => client_rts(&s.q.qp, local.psn)?,
     }
@@ -113,26 +116,30 @@ fn connect_with(
     Ok(s)
 }
 
+/// Step 07's SEND each way, over a connected stack.
+pub(super) fn send_each_way_over(args: &PingpongArgs, mut s: Stack) -> Result<()> {
+    send_each_way(args.role(), &s.q, &mut s.mr, args.buffer.size, args.timeout())
+}
+
 fn no_recv(args: &PingpongArgs) -> Result<()> {
-    send_each_way_with(args, None, modify_qp_rts)
+    send_each_way_over(args, connected(args, None)?)
 }
 
 fn no_recv_rnr_retry(args: &PingpongArgs) -> Result<()> {
-    // A finite rnr_retry is not the mistake; it makes the mistake visible as an error.
-    send_each_way_with(args, None, |qp, psn| qp.modify(&ibv_qp_attr { rnr_retry: 1, ..rts_attr(psn) }, RTS_MASK))
+    let rnr_retry_1 = |qp: &Qp, psn| qp.modify(&ibv_qp_attr { rnr_retry: 1, ..rts_attr(psn) }, RTS_MASK);
+    send_each_way_over(args, connected_with_rts(args, None, rnr_retry_1)?)
 }
 
 fn recv_too_small(args: &PingpongArgs) -> Result<()> {
-    send_each_way_with(args, Some(args.buffer.size / 2), modify_qp_rts)
+    send_each_way_over(args, connected(args, Some(args.buffer.size / 2))?)
 }
 
 fn sge_past_mr(args: &PingpongArgs) -> Result<()> {
     let size = args.buffer.size;
-    let mut s = connect_with(args, Some(size), modify_qp_rts)?;
-    let role = args.role();
-    if let Role::Server = role {
+    let mut s = connected(args, Some(size))?;
+    if args.role() == Role::Server {
         // The server runs step 07 unchanged: it waits for a ping that never comes.
-        return send_each_way(role, &s.q, &mut s.mr, size, args.timeout());
+        return send_each_way_over(args, s);
     }
     stamp(&mut s.mr, b"ping");
     // stage 07's post_send, with the gather entry starting half way into the MR. Not

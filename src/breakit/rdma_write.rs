@@ -9,8 +9,7 @@ use crate::error::{Error, Result};
 use crate::poll::check_wc;
 use crate::role::Role;
 use crate::stages::create_qp::{QpOptions, Queues};
-use crate::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
-use crate::stages::modify_qp_rts::modify_qp_rts;
+use crate::stages::modify_qp_rts::connect;
 use crate::stages::rdma_write::{
     await_notice_and_verify, fill_pattern, local_rdma_dest, post_notice_recv, rdma_write, write_and_notify, TX_DEPTH,
 };
@@ -126,10 +125,7 @@ fn flow_with(
         post_notice_recv(&s.q.qp, &s.mr)?;
     }
     let local = local_rdma_dest(&s.dev, &s.q.qp, &s.mr);
-    let exchange = exchange_dest(&args.peer(), &local)?;
-    modify_qp_rtr(&s.q.qp, &s.dev, &exchange.remote().dest, args.mtu.to_ibv(), args.sl)?;
-    modify_qp_rts(&s.q.qp, local.dest.psn)?;
-    let remote = exchange.finish()?;
+    let remote = connect(&s.q.qp, &s.dev, &args.peer(), &local, args.mtu.to_ibv(), args.sl)?;
     match role {
         Role::Client => client(&s.q, &mut s.mr, size, &remote),
         Role::Server => await_notice_and_verify(&s.q, &s.mr, size, args.timeout()),

@@ -12,11 +12,17 @@
 //! After RTS the connection is up: nothing more is exchanged to "open" it, the first SEND
 //! simply flows.
 
+use std::fmt::Display;
+
 use crate::error::Result;
+use crate::exchange::Peer;
+use crate::stages::modify_qp_rtr::{exchange_dest, modify_qp_rtr};
+use crate::stages::open_device::Device;
 use crate::verbs::{
-    ibv_qp_attr, ibv_qp_attr_mask, Qp, IBV_QPS_RTS, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY,
-    IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_QP_TIMEOUT,
+    ibv_mtu, ibv_qp_attr, ibv_qp_attr_mask, Qp, IBV_QPS_RTS, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_RETRY_CNT,
+    IBV_QP_RNR_RETRY, IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_QP_TIMEOUT,
 };
+use crate::wire::{Dest, Message};
 
 // ANCHOR: stage
 /// `ibv_modify_qp` RTR→RTS, sending from `my_psn` (our PSN from the exchange).
@@ -59,3 +65,23 @@ pub const RTS_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
     // ANCHOR_END: hole_rts_mask
 );
 // ANCHOR_END: stage
+
+// ANCHOR: connect
+/// Stages 05 and 06 in rc_pingpong's order (`pp_connect_ctx` inside the exchange): the
+/// exchange up to the peer's address, RTR towards it, RTS from the PSN we announced, then
+/// the rest of the exchange. Returns the peer's message. Step 06 and every later step
+/// connect their QP with this call; `M` is [`Dest`] for 06–08 and
+/// [`crate::wire::RdmaDest`] for 09.
+pub fn connect<M>(qp: &Qp, dev: &Device, peer: &Peer, local: &M, mtu: ibv_mtu, sl: u8) -> Result<M>
+where
+    M: Message + Display + AsRef<Dest>,
+{
+    let exchange = exchange_dest(peer, local)?;
+    // Here the server has the client's address and owes it a reply: it connects its QP
+    // first, so the QP can receive by the time the client knows where to send. The
+    // client has the server's reply already.
+    modify_qp_rtr(qp, dev, exchange.remote().as_ref(), mtu, sl)?;
+    modify_qp_rts(qp, local.as_ref().psn)?;
+    exchange.finish()
+}
+// ANCHOR_END: connect

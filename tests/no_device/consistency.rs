@@ -176,17 +176,22 @@ fn every_step_has_its_snapshot_and_break_it_tests() {
 
 #[test]
 fn steps_call_the_connection_stages_in_order() {
-    // Stages 01-06 build the connection every later step needs, each through one call named
-    // after its module; 07-09 then use the connection in their own ways (08 posts its
-    // receives through `prepare`, 09 replaces the ping-pong).
+    // Stages 01-06 build the connection every later step needs: 01-05 each through one call
+    // named after its module, and from 06 on stages 05 and 06 together through stage 06's
+    // `connect` (their order inside the exchange is its lesson). 07-09 then use the
+    // connection in their own ways (08 posts its receives through `prepare`, 09 replaces
+    // the ping-pong).
     let steps = steps();
     for (n, step) in steps.iter().enumerate() {
         let bin = &step.bin;
         let text = read(format!("steps/{bin}.rs"));
         let body = &text[text.find("fn main").expect("fn main")..];
+        let mut calls: Vec<String> = steps[..=n.min(4)].iter().map(|s| format!("{}(", s.stage())).collect();
+        if n >= 5 {
+            calls[4] = "connect(".to_string();
+        }
         let mut last = 0;
-        for earlier in &steps[..=n.min(5)] {
-            let call = format!("{}(", earlier.stage());
+        for call in calls {
             let at = body.find(&call).unwrap_or_else(|| panic!("steps/{bin}.rs does not call {call}"));
             assert!(at >= last, "steps/{bin}.rs calls {call} out of order");
             last = at;
