@@ -309,10 +309,14 @@ fn holes_cmd(nn: &str) -> Result<(), String> {
 // The crate a student's stage is built in
 // ---------------------------------------------------------------------------------------
 
-/// What the copy links besides `src/`: the step binaries, and what cargo reads to resolve
-/// the package (the tests and examples are targets of it, testkit and xtask the tests'
-/// path dependencies: cargo resolves dev-dependencies even to build one binary).
-const LINKED: [&str; 5] = ["steps", "tests", "examples", "testkit", "xtask"];
+/// What the copy links besides `src/`: the step binaries.
+const LINKED: [&str; 1] = ["steps"];
+
+/// The tables of the project's manifest the copy leaves out: the tests' dependencies and
+/// targets, and the build profiles of packages only they use. The copy builds the library
+/// and one step, and cargo resolves dev-dependencies even for that; testkit's dependency
+/// on the crate, by its package name, would find no such package in the copy.
+const LEFT_OUT: [&str; 3] = ["[dev-dependencies]", "[[test]]", "[profile.dev.package."];
 
 /// A copy of the crate at `project` whose `stage_file` (`src/stages/<stage>.rs`) is the
 /// student's file, in `target/exercise/<bin>`: every other file a symlink to the real one,
@@ -336,7 +340,14 @@ fn exercise_crate(
     // keeping [workspace.lints].
     let manifest = project.join("Cargo.toml");
     let mut toml = String::new();
+    let mut left_out = false;
     for line in std::fs::read_to_string(&manifest).map_err(io_error(&manifest))?.lines() {
+        if line.starts_with('[') {
+            left_out = LEFT_OUT.iter().any(|table| line.starts_with(table));
+        }
+        if left_out {
+            continue;
+        }
         if line == "name = \"rdma-dissect\"" {
             toml += &format!("name = \"rdma-dissect-exercise-{bin}\"\n");
         } else if !line.starts_with("members = ") {
@@ -968,7 +979,9 @@ mod tests {
         for dir in ["src/stages", "src/breakit", "steps", "tests", "examples", "testkit", "xtask"] {
             std::fs::create_dir_all(project.join(dir)).unwrap();
         }
-        let toml = "[package]\nname = \"rdma-dissect\"\n\n[workspace]\nmembers = [\"testkit\", \"xtask\"]\n";
+        let toml = "[package]\nname = \"rdma-dissect\"\n\n[workspace]\nmembers = [\"testkit\", \"xtask\"]\n\n\
+                    [dev-dependencies]\ntestkit = { path = \"testkit\" }\n\n[[test]]\nname = \"t\"\n\n\
+                    [profile.dev.package.regex-syntax]\nopt-level = 3\n";
         for (file, text) in [
             ("Cargo.toml", toml),
             ("Cargo.lock", "# lock\n"),
@@ -986,21 +999,14 @@ mod tests {
         assert_eq!(krate, target.join("exercise/02_b"));
         assert_eq!(
             std::fs::read_to_string(krate.join("Cargo.toml")).unwrap(),
-            "[package]\nname = \"rdma-dissect-exercise-02_b\"\n\n[workspace]\n\n\
+            "[package]\nname = \"rdma-dissect-exercise-02_b\"\n\n[workspace]\n\n\n\
              # lab/check: a copy for one exercise.\n[lib]\nname = \"rdma_dissect\"\npath = \"src/lib.rs\"\n"
         );
         assert_eq!(std::fs::read_to_string(krate.join("Cargo.lock")).unwrap(), "# lock\n");
-        for linked in [
-            "steps",
-            "tests",
-            "examples",
-            "testkit",
-            "xtask",
-            "src/lib.rs",
-            "src/breakit",
-            "src/stages/mod.rs",
-            "src/stages/a.rs",
-        ] {
+        for left_out in ["tests", "examples", "testkit", "xtask"] {
+            assert!(!krate.join(left_out).exists(), "{left_out}: the tests' part of the package");
+        }
+        for linked in ["steps", "src/lib.rs", "src/breakit", "src/stages/mod.rs", "src/stages/a.rs"] {
             assert_eq!(std::fs::read_link(krate.join(linked)).unwrap(), project.join(linked), "{linked}");
         }
         let stage = krate.join("src/stages/b.rs");
