@@ -43,8 +43,9 @@
 //!
 //! The binaries in `steps/` are thin and all of one shape: they name their flag group
 //! (`type Args`), their break cases (`const CASES`) and what they do (`const ABOUT`), parse
-//! with [`step::Cli`], then call the stages in order, one call per stage, with the new
-//! stage marked `// ANCHOR: new`.
+//! with [`step::Cli`], then call the stages in order, one call per stage (from 06 on,
+//! stages 05 and 06 are one call, [`stages::modify_qp_rts::connect`]), with the new stage
+//! marked `// ANCHOR: new`.
 
 pub mod breakit;
 pub mod cli;
