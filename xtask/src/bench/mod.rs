@@ -96,6 +96,42 @@ impl Raw {
     }
 }
 
+/// One case (or sweep point) compared: ours against C, with the A/A control.
+///
+/// ours/C is the median of the ours runs (slot `ab2`) over the median of all C runs (`ab1`,
+/// `aa1`, `aa2`). The A/A control is the same statistic with C against itself: for each of
+/// C's three positions in a round, the median of the runs there over the median of C's other
+/// runs. Each has as many runs as ours (and the other side twice as many, where ours/C's
+/// side has three times as many), so it is what an identical program would show with this
+/// many rounds; the A/A resolution is the largest |ratio - 1| of the three. The run spread,
+/// (max - min) / median of all C runs, is the spread of single runs.
+#[derive(Debug, PartialEq)]
+pub struct Compared {
+    pub c: f64,
+    pub ours: f64,
+    pub resolution: f64,
+    pub spread: f64,
+}
+
+/// The C slots of a round, then ours.
+pub const C_SLOTS: [&str; 3] = ["ab1", "aa1", "aa2"];
+pub const OURS_SLOTS: [&str; 1] = ["ab2"];
+
+/// [`Compared`] from `(slot, value)` runs.
+pub fn compare(runs: &[(&str, f64)]) -> Compared {
+    let med = |slots: &[&str]| median(&runs.iter().filter(|r| slots.contains(&r.0)).map(|r| r.1).collect::<Vec<_>>());
+    let resolution = C_SLOTS
+        .iter()
+        .map(|&one| {
+            let others: Vec<&str> = C_SLOTS.iter().copied().filter(|&s| s != one).collect();
+            (med(&[one]) / med(&others) - 1.).abs()
+        })
+        .fold(0., f64::max);
+    let all: Vec<f64> = runs.iter().filter(|r| C_SLOTS.contains(&r.0)).map(|r| r.1).collect();
+    let (lo, hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    Compared { c: med(&C_SLOTS), ours: med(&OURS_SLOTS), resolution, spread: (hi - lo) / median(&all) }
+}
+
 /// What the clock was, in words.
 pub fn clock_name(icount: bool) -> &'static str {
     if icount {

@@ -6,10 +6,10 @@
 use std::fmt::Write;
 
 use super::num;
-use super::sweep::{fit, line, mtu, Sweep};
+use super::sweep::{fit, line, mtu, Sweep, Tool};
 
 /// The two tools: name, slot in a round, colour, dash.
-const TOOLS: [(&str, &str, &str); 2] = [("ab1", "#1f77b4", ""), ("ab2", "#d62728", " stroke-dasharray=\"5 3\"")];
+const TOOLS: [(Tool, &str, &str); 2] = [(Tool::C, "#1f77b4", ""), (Tool::Ours, "#d62728", " stroke-dasharray=\"5 3\"")];
 
 /// x of a size on a log-2 axis starting at `x0` (1 B .. 1 MiB over 250 px).
 fn lx(s: f64, x0: f64) -> f64 {
@@ -48,15 +48,15 @@ pub fn render(sw: &Sweep) -> String {
         sw.order.iter().filter(|(n, _)| n.starts_with("mtu-")).map(|(n, s)| (n.as_str(), s.as_str())).collect();
     let mut bmax = 0f64;
     for (name, s) in sw.order.iter().filter(|(n, _)| n == "sweep-bw") {
-        for (slot, ..) in TOOLS {
-            bmax = bmax.max(sw.mibs(name, s, slot));
+        for (tool, ..) in TOOLS {
+            bmax = bmax.max(sw.mibs(name, s, tool));
         }
     }
     let (mut pmax, mut umax) = (0f64, 0f64);
     for &(name, s) in &mtus {
         pmax = pmax.max(2. * s.parse::<f64>().unwrap_or(0.) / mtu(name));
-        for (slot, ..) in TOOLS {
-            umax = umax.max(sw.value(name, s, slot));
+        for (tool, ..) in TOOLS {
+            umax = umax.max(sw.value(name, s, tool));
         }
     }
     let mut o = String::new();
@@ -93,7 +93,7 @@ pub fn render(sw: &Sweep) -> String {
     // The fit of C on the left, and its crossover a/b.
     if lat.len() >= 2 {
         let x: Vec<f64> = lat.iter().map(|s| s.parse().unwrap_or(0.)).collect();
-        let y: Vec<f64> = lat.iter().map(|s| sw.value("sweep-lat", s, "ab1")).collect();
+        let y: Vec<f64> = lat.iter().map(|s| sw.value("sweep-lat", s, Tool::C)).collect();
         let f = fit(&x, &y);
         let mut points = String::new();
         for e in 0..=40 {
@@ -115,17 +115,17 @@ pub fn render(sw: &Sweep) -> String {
         writeln!(o, "<text x=\"70\" y=\"72\" fill=\"#555\">fit (C): {:.1} us + {:.2} ns/B</text>", f.a, f.b * 1000.)
             .unwrap();
     }
-    for (slot, colour, dash) in TOOLS {
+    for (tool, colour, dash) in TOOLS {
         let (mut pl, mut pb) = (String::new(), String::new());
         for s in &lat {
             let x: f64 = s.parse().unwrap_or(0.);
-            if sw.has("sweep-lat", s, slot) {
-                let y = ly(sw.value("sweep-lat", s, slot));
+            if sw.has("sweep-lat", s, tool) {
+                let y = ly(sw.value("sweep-lat", s, tool));
                 write!(pl, "{:.1},{y:.1} ", lx(x, 60.)).unwrap();
                 point(&mut o, lx(x, 60.), y, colour);
             }
-            if sw.has("sweep-bw", s, slot) {
-                let y = 320. - sw.mibs("sweep-bw", s, slot) / top * 260.;
+            if sw.has("sweep-bw", s, tool) {
+                let y = 320. - sw.mibs("sweep-bw", s, tool) / top * 260.;
                 write!(pb, "{:.1},{y:.1} ", lx(x, 380.)).unwrap();
                 point(&mut o, lx(x, 380.), y, colour);
             }
@@ -161,11 +161,11 @@ pub fn render(sw: &Sweep) -> String {
         let (mut px, mut py) = (vec![], vec![]);
         for &(name, _) in &mtus {
             let x = 2. * 65536. / mtu(name);
-            let y = sw.value(name, "65536", "ab1");
+            let y = sw.value(name, "65536", Tool::C);
             px.push(x);
             py.push(y);
-            for (slot, colour, _) in TOOLS {
-                point(&mut o, 720. + x / ptop * 250., 320. - sw.value(name, "65536", slot) / utop * 260., colour);
+            for (tool, colour, _) in TOOLS {
+                point(&mut o, 720. + x / ptop * 250., 320. - sw.value(name, "65536", tool) / utop * 260., colour);
             }
             // Both boots have a 1024 point; label it once.
             if !name.contains("@alt") || mtu(name) != 1024. {

@@ -10,70 +10,114 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::{clock_name, int, num, Raw};
+use super::table::{verdict, Targets};
+use super::{clock_name, compare, int, median, num, Compared, Raw, C_SLOTS, OURS_SLOTS};
 
-/// A sweep's runs: one run per tool, case, size and slot (a later run replaces an earlier).
+/// Which program's runs: C's (slots `ab1`, `aa1`, `aa2` of each round) or ours (`ab2`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tool {
+    C,
+    Ours,
+}
+
+impl Tool {
+    fn slots(self) -> &'static [&'static str] {
+        match self {
+            Tool::C => &C_SLOTS,
+            Tool::Ours => &OURS_SLOTS,
+        }
+    }
+}
+
+/// One run: its slot, the tool's own number and, for bandwidth, the message rate.
+type Run = (String, f64, Option<f64>);
+
+/// A sweep's runs: for each case and size, every run of each slot (a sweep of several
+/// rounds has several).
 pub struct Sweep<'a> {
     pub raw: &'a Raw,
     /// (case, size) in the order of their first run.
     pub order: Vec<(String, String)>,
-    values: HashMap<(String, String, String), (f64, Option<f64>)>,
+    runs: HashMap<(String, String), Vec<Run>>,
     iters: HashMap<(String, String), String>,
 }
 
 impl<'a> Sweep<'a> {
     pub fn new(raw: &'a Raw) -> Sweep<'a> {
-        let mut s = Sweep { raw, order: Vec::new(), values: HashMap::new(), iters: HashMap::new() };
+        let mut s = Sweep { raw, order: Vec::new(), runs: HashMap::new(), iters: HashMap::new() };
         for r in raw.rows.iter().filter(|r| r.case != "warm-up") {
             let key = (r.case.clone(), r.size.clone());
             if !s.iters.contains_key(&key) {
                 s.order.push(key.clone());
             }
-            s.iters.insert(key, r.iters.clone());
-            s.values.insert((r.case.clone(), r.size.clone(), r.slot.clone()), (r.value, r.rate));
+            s.iters.insert(key.clone(), r.iters.clone());
+            s.runs.entry(key).or_default().push((r.slot.clone(), r.value, r.rate));
         }
         s
     }
 
-    fn get(&self, case: &str, size: &str, slot: &str) -> Option<(f64, Option<f64>)> {
-        self.values.get(&(case.to_string(), size.to_string(), slot.to_string())).copied()
+    /// Each run of `case` at `size` as `(slot, metric of the run)`.
+    fn each(&self, case: &str, size: &str, metric: impl Fn(f64, Option<f64>) -> f64) -> Vec<(&str, f64)> {
+        let runs = self.runs.get(&(case.to_string(), size.to_string()));
+        runs.into_iter().flatten().map(|(slot, v, rate)| (slot.as_str(), metric(*v, *rate))).collect()
     }
 
-    /// The tool's own number (usec/iter, MiB/s); 0 when there is no such run.
-    pub fn value(&self, case: &str, size: &str, slot: &str) -> f64 {
-        self.get(case, size, slot).map_or(0., |(v, _)| v)
-    }
-
-    pub fn has(&self, case: &str, size: &str, slot: &str) -> bool {
-        self.get(case, size, slot).is_some()
-    }
-
-    /// The message rate, where it was recorded and is the more precise number (a MiB/s
-    /// below 10^4 times the rate has fewer significant digits).
-    fn by_rate(&self, case: &str, size: &str, slot: &str) -> Option<f64> {
-        match self.get(case, size, slot) {
-            Some((v, Some(rate))) if v < 1e4 * rate => Some(rate),
-            _ => None,
+    /// The median of `tool`'s runs by `metric`; 0 when it has none.
+    fn median_of(&self, case: &str, size: &str, tool: Tool, metric: impl Fn(f64, Option<f64>) -> f64) -> f64 {
+        let v: Vec<f64> = self
+            .each(case, size, metric)
+            .into_iter()
+            .filter(|(slot, _)| tool.slots().contains(slot))
+            .map(|r| r.1)
+            .collect();
+        if v.is_empty() {
+            0.
+        } else {
+            median(&v)
         }
     }
 
-    /// Bandwidth in MiB/s.
-    pub fn mibs(&self, case: &str, size: &str, slot: &str) -> f64 {
-        let s: f64 = size.parse().unwrap_or(0.);
-        match self.by_rate(case, size, slot) {
-            Some(rate) => rate * 1e6 * s / 1048576.,
-            None => self.value(case, size, slot),
-        }
+    pub fn has(&self, case: &str, size: &str, tool: Tool) -> bool {
+        self.median_of(case, size, tool, |v, _| v) != 0.
     }
 
-    /// Time per written message, in µs.
-    pub fn us_per_message(&self, case: &str, size: &str, slot: &str) -> f64 {
-        let s: f64 = size.parse().unwrap_or(0.);
-        match self.by_rate(case, size, slot) {
-            Some(rate) => 1. / rate,
-            None => s / (self.value(case, size, slot) * 1.048576),
-        }
+    /// The tool's own number (usec/iter, MiB/s), median over its runs.
+    pub fn value(&self, case: &str, size: &str, tool: Tool) -> f64 {
+        self.median_of(case, size, tool, |v, _| v)
     }
+
+    /// Bandwidth in MiB/s, median over the tool's runs.
+    pub fn mibs(&self, case: &str, size: &str, tool: Tool) -> f64 {
+        self.median_of(case, size, tool, mibs(size))
+    }
+
+    /// Time per written message in µs, median over the tool's runs.
+    pub fn us_per_message(&self, case: &str, size: &str, tool: Tool) -> f64 {
+        self.median_of(case, size, tool, us_per_message(size))
+    }
+
+    /// Ours against C at one point, with the A/A control, by `metric` of each run.
+    pub fn compare(&self, case: &str, size: &str, metric: impl Fn(f64, Option<f64>) -> f64) -> Compared {
+        compare(&self.each(case, size, metric))
+    }
+}
+
+/// The message rate, where it was recorded and is the more precise number (a MiB/s below
+/// 10^4 times the rate has fewer significant digits).
+fn by_rate(value: f64, rate: Option<f64>) -> Option<f64> {
+    rate.filter(|&rate| value < 1e4 * rate)
+}
+
+/// A bandwidth run's MiB/s, from the rate where that is the more precise.
+fn mibs(size: &str) -> impl Fn(f64, Option<f64>) -> f64 {
+    let s: f64 = size.parse().unwrap_or(0.);
+    move |v, rate| by_rate(v, rate).map_or(v, |rate| rate * 1e6 * s / 1048576.)
+}
+
+/// A bandwidth run's time per written message, in µs.
+fn us_per_message(size: &str) -> impl Fn(f64, Option<f64>) -> f64 {
+    let s: f64 = size.parse().unwrap_or(0.);
+    move |v, rate| by_rate(v, rate).map_or(s / (v * 1.048576), |rate| 1. / rate)
 }
 
 /// A fit's coefficients and its worst relative residual.
@@ -158,36 +202,48 @@ fn ceil(x: f64) -> f64 {
 
 /// The table, the fits, the MTU series and the legend.
 pub fn table(sw: &Sweep) -> String {
-    let mut out = String::from("| kind | -s | -n | C | ours | ours/C | C/C |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    let t = Targets::for_clock(sw.raw.icount());
+    let mut out = String::from(
+        "| kind | -s | -n | C | ours | ours/C | A/A resolution | verdict |\n|---|---:|---:|---:|---:|---:|---:|---|\n",
+    );
     let (mut lx, mut lc, mut lo, mut lq) = (vec![], vec![], vec![], vec![]);
     let (mut bx, mut bc, mut bo, mut bq) = (vec![], vec![], vec![], vec![]);
     for (name, s) in &sw.order {
         let it = &sw.iters[&(name.clone(), s.clone())];
         let size: f64 = s.parse().unwrap_or(0.);
         if name == "sweep-lat" {
-            let (c, o, a) = (sw.value(name, s, "ab1"), sw.value(name, s, "ab2"), sw.value(name, s, "aa1"));
-            writeln!(out, "| ping-pong -e, usec/iter | {s} | {it} | {c:.2} | {o:.2} | {:.3} | {:.4} |", o / c, a / c)
-                .unwrap();
-            lx.push(size);
-            lc.push(c);
-            lo.push(o);
-            lq.push(2. * ceil(size / 1024.));
-        } else if name == "sweep-bw" {
-            let (c, o, a) = (sw.mibs(name, s, "ab1"), sw.mibs(name, s, "ab2"), sw.mibs(name, s, "aa1"));
+            let n = sw.compare(name, s, |v, _| v);
+            let ratio = n.ours / n.c;
             writeln!(
                 out,
-                "| RDMA WRITE, MiB/s (us/message) | {s} | {it} | {} ({:.2}) | {} ({:.2}) | {:.3} | {:.4} |",
-                super::g(c, 4),
-                sw.us_per_message(name, s, "ab1"),
-                super::g(o, 4),
-                sw.us_per_message(name, s, "ab2"),
-                o / c,
-                a / c
+                "| ping-pong -e, usec/iter | {s} | {it} | {:.2} | {:.2} | {ratio:.4} | {:.2} % | {} |",
+                n.c,
+                n.ours,
+                n.resolution * 100.,
+                verdict(false, ratio, n.resolution, &t)
+            )
+            .unwrap();
+            lx.push(size);
+            lc.push(n.c);
+            lo.push(n.ours);
+            lq.push(2. * ceil(size / 1024.));
+        } else if name == "sweep-bw" {
+            let n = sw.compare(name, s, mibs(s));
+            let ratio = n.ours / n.c;
+            writeln!(
+                out,
+                "| RDMA WRITE, MiB/s (us/message) | {s} | {it} | {} ({:.2}) | {} ({:.2}) | {ratio:.4} | {:.2} % | {} |",
+                super::g(n.c, 4),
+                sw.us_per_message(name, s, Tool::C),
+                super::g(n.ours, 4),
+                sw.us_per_message(name, s, Tool::Ours),
+                n.resolution * 100.,
+                verdict(true, ratio, n.resolution, &t)
             )
             .unwrap();
             bx.push(size);
-            bc.push(sw.us_per_message(name, s, "ab1"));
-            bo.push(sw.us_per_message(name, s, "ab2"));
+            bc.push(sw.us_per_message(name, s, Tool::C));
+            bo.push(sw.us_per_message(name, s, Tool::Ours));
             bq.push(ceil(size / 1024.));
         }
     }
@@ -249,7 +305,7 @@ pub fn table(sw: &Sweep) -> String {
         .order
         .iter()
         .filter(|(name, _)| name.starts_with("mtu-"))
-        .map(|(name, s)| (name.as_str(), 2. * s.parse::<f64>().unwrap_or(0.) / mtu(name), sw.value(name, s, "ab1")))
+        .map(|(name, s)| (name.as_str(), 2. * s.parse::<f64>().unwrap_or(0.) / mtu(name), sw.value(name, s, Tool::C)))
         .collect();
     if series.len() >= 2 {
         let px: Vec<f64> = series.iter().map(|p| p.1).collect();
@@ -266,7 +322,7 @@ pub fn table(sw: &Sweep) -> String {
                     marg = format!("{:.2}", (y - oy) / (x - ox));
                 }
             }
-            let ours = sw.value(name, "65536", "ab2");
+            let ours = sw.value(name, "65536", Tool::Ours);
             writeln!(
                 out,
                 "| {} | {} | {} | {y:.1} | {ours:.1} | {:.3} | {marg} | {:.0} % | {:.2} ns |",
@@ -303,8 +359,9 @@ pub fn table(sw: &Sweep) -> String {
     let raw = sw.raw;
     write!(
         out,
-        "\nClock: {}; one run each of C, ours, C per row after a warm-up (C/C is the A/A control); {} s of real time",
+        "\nClock: {}; {} rounds of C, ours, C, C per row after a warm-up of each program: ours/C is the median of ours over the median of C, the A/A resolution the same statistic for C against itself (each of C's three positions in a round against the other two), and the verdict is the headline table's; {} s of real time",
         clock_name(raw.icount()),
+        raw.meta("rounds"),
         raw.meta("seconds").parse::<i64>().unwrap_or(0)
     )
     .unwrap();

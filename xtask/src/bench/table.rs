@@ -1,28 +1,22 @@
 //! The headline table: ours against C per case, with the A/A control and a verdict.
 //!
-//! ours/C is the median of all ours runs of the kept rounds (all but the first) over the
-//! median of all C runs of those rounds. The A/A control is the same statistic with C
-//! against itself: for each of C's three positions in a round (ab1, aa1, aa2), the median of
-//! the runs at that position over the median of C's other runs. Each has as many runs as
-//! ours (and the other side twice as many, where ours/C's side has three times as many), so
-//! it is what an identical program would show at this number of rounds; the A/A resolution
-//! is the largest |ratio - 1| of the three. The run spread, (max - min) / median of all C
-//! runs, is the spread of single runs: shown for the reader, not used by the verdict.
+//! Each case is [`super::compare`]d over its kept rounds (all but the first, the warm-up);
+//! the run spread is shown for the reader, not used by the verdict.
 
 use std::fmt::Write;
 
-use super::{clock_name, median, num, Raw, Row};
+use super::{clock_name, compare, num, Raw, Row};
 
 /// The targets on a clock: latency ours/C at most `lat`, bandwidth at least `bw`, and the
 /// A/A resolution that can tell a miss of that size.
-struct Targets {
+pub(super) struct Targets {
     lat: f64,
     bw: f64,
     resolution: f64,
 }
 
 impl Targets {
-    fn for_clock(icount: bool) -> Targets {
+    pub(super) fn for_clock(icount: bool) -> Targets {
         if icount {
             Targets { lat: 1.005, bw: 0.995, resolution: 0.005 }
         } else {
@@ -31,37 +25,9 @@ impl Targets {
     }
 }
 
-/// One case's numbers.
-#[derive(Debug, PartialEq)]
-struct Case {
-    c: f64,
-    ours: f64,
-    resolution: f64,
-    spread: f64,
-}
-
-fn case(runs: &[&Row]) -> Case {
-    let med = |slots: &[&str]| {
-        median(&runs.iter().filter(|r| slots.contains(&r.slot.as_str())).map(|r| r.value).collect::<Vec<_>>())
-    };
-    let c = med(&["ab1", "aa1", "aa2"]);
-    let ours = med(&["ab2"]);
-    let resolution = [
-        med(&["ab1"]) / med(&["aa1", "aa2"]),
-        med(&["aa1"]) / med(&["ab1", "aa2"]),
-        med(&["aa2"]) / med(&["ab1", "aa1"]),
-    ]
-    .iter()
-    .map(|r| (r - 1.).abs())
-    .fold(0., f64::max);
-    let all: Vec<f64> = runs.iter().filter(|r| r.slot != "ab2").map(|r| r.value).collect();
-    let (lo, hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-    Case { c, ours, resolution, spread: (hi - lo) / median(&all) }
-}
-
 /// The verdict: met only when the A/A resolution can see a miss of the target's size;
 /// missed only when the miss is larger than the resolution; otherwise inconclusive.
-fn verdict(bw: bool, ratio: f64, resolution: f64, t: &Targets) -> String {
+pub(super) fn verdict(bw: bool, ratio: f64, resolution: f64, t: &Targets) -> String {
     let meets = if bw { ratio >= t.bw } else { ratio <= t.lat };
     let target = if bw { format!(">= {}", num(t.bw)) } else { format!("<= {}", num(t.lat)) };
     let margin = if bw { 1. - t.bw } else { t.lat - 1. };
@@ -106,7 +72,7 @@ pub fn render(raw: &Raw) -> Result<String, String> {
         seen.sort_unstable();
         seen.dedup();
         rounds = seen.len();
-        let n = case(&runs);
+        let n = compare(&runs.iter().map(|r| (r.slot.as_str(), r.value)).collect::<Vec<_>>());
         let ratio = n.ours / n.c;
         let bw = name.starts_with("bw");
         let unit = if bw { " MiB/s" } else { " us" };
@@ -180,7 +146,7 @@ mod tests {
             row("aa2", 3, 12.),
         ];
         let runs: Vec<&Row> = rows.iter().collect();
-        let n = case(&runs);
+        let n = compare(&runs.iter().map(|r| (r.slot.as_str(), r.value)).collect::<Vec<_>>());
         assert_eq!(n.c, 11.);
         assert_eq!(n.ours, 11.);
         // Every position's median is 11 (10 and 12), so is the others': no A/A difference.
