@@ -32,6 +32,8 @@
 //! * [`error`] — errors that explain themselves: verb, errno, likely cause, fix.
 //! * [`wire`] — the 52-byte address message, byte for byte as `ibv_rc_pingpong` sends it.
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
+//! * [`link`] — what sysfs says about the link under the port (interface state, the
+//!   device's counters), read to explain a failure by what happened.
 //! * [`poll`] — polling a CQ outside the timed loop: waiting for given completions with a
 //!   deadline, explaining a failed one, tracing one.
 //! * [`role`] — server or client: which program of a run this process is. A leaf.
@@ -51,6 +53,7 @@ pub mod breakit;
 pub mod cli;
 pub mod error;
 pub mod exchange;
+pub mod link;
 pub mod poll;
 pub mod role;
 pub mod stages;

@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::link;
 use crate::trace::{self, Key};
 use crate::verbs::{self, ibv_wc, names, Cq, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND};
 
@@ -52,7 +53,8 @@ pub fn wait_for(cq: &Cq, expected: &[Awaited], timeout: Duration) -> Result<()> 
     while got.iter().any(Option::is_none) {
         let ne = cq.poll(&mut wc)?;
         for wc in &wc[..ne] {
-            check_wc(wc)?;
+            let like_it = got.iter().flatten().filter(|done| done.wr_id() == wc.wr_id()).count();
+            check_wc(wc, like_it as u64)?;
             match expected.iter().zip(got.iter_mut()).find(|(w, slot)| w.wr_id() == wc.wr_id() && slot.is_none()) {
                 Some((_, slot)) => *slot = Some(*wc),
                 None => {
@@ -111,8 +113,10 @@ fn timeout_cause(missing: &[Awaited], timeout: Duration) -> String {
 }
 
 /// A failed work completion becomes an explained error (`Failed status %s (%d) for wr_id %d`
-/// in rc_pingpong).
-pub fn check_wc(wc: &ibv_wc) -> Result<()> {
+/// in rc_pingpong). `completed` is how many work requests of its kind (its wr_id: our
+/// programs give each kind its own) had completed successfully on this QP before it: a
+/// failure after many good completions of the same kind is not about how it was built.
+pub fn check_wc(wc: &ibv_wc, completed: u64) -> Result<()> {
     match wc.error() {
         None => Ok(()),
         Some((status, vendor_err)) => Err(Error::new(format!(
@@ -120,22 +124,130 @@ pub fn check_wc(wc: &ibv_wc) -> Result<()> {
             wc.wr_id(),
             verbs::wc_status_str(status)
         ))
-        .cause(wc_status_cause(status))),
+        .cause(wc_status_cause(status, completed, crate::link::sample()))),
     }
 }
 
-/// The usual cause of a work completion error, in RC terms.
-pub fn wc_status_cause(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str {
+/// Why a work request completed with `status`, from what the program can know: the status,
+/// how many of the QP's work requests of its kind had `completed` before it, the link under the
+/// port (`link`: when the device was opened, and now; see [`crate::link`]).
+///
+/// Each status has a usual cause, what the spec (or rxe) means by it. When the link or the
+/// QP's history points elsewhere, those causes come first, the most likely first, and the
+/// usual one follows as the least likely.
+pub fn wc_status_cause(
+    status: ibverbs_sys::ibv_wc_status::Type,
+    completed: u64,
+    link: Option<(link::Sample, link::Sample)>,
+) -> String {
+    use ibverbs_sys::ibv_wc_status::*;
+    let (start, now) = link.unwrap_or_default();
+    let down = now.down();
+    let send_errs = match (start.send_err, now.send_err) {
+        (Some(a), Some(b)) if b > a => Some(b - a),
+        _ => None,
+    };
+    let flaps = match (start.carrier_changes, now.carrier_changes) {
+        (Some(a), Some(b)) if b > a => Some(b - a),
+        _ => None,
+    };
+    let netdev = now.netdev.as_deref().unwrap_or("its network interface");
+    let refused = |n: u64| {
+        format!(
+            "the device could not hand {n} packet(s) to {netdev} since it was opened (send_err): \
+             a packet above the interface's MTU, or the interface going down"
+        )
+    };
+    let mut causes = Vec::new();
+    let (headline, usual) = match status {
+        IBV_WC_LOC_QP_OP_ERR => {
+            // Measured on rxe (Linux 6.1): with the interface down its route is gone, and a
+            // packet rxe cannot route fails the QP at once — send_err stays 0, as nothing
+            // reached the interface. The spec and hardware would retransmit on the ACK timer
+            // until retry_cnt ran out.
+            if let Some(down) = &down {
+                causes.push(format!(
+                    "the link is down: {down}. rxe could not send a packet on it and failed the QP \
+                     at once (hardware would retransmit until retry_cnt ran out: IBV_WC_RETRY_EXC_ERR)"
+                ));
+            }
+            if let (None, Some(n)) = (&down, flaps) {
+                causes.push(format!(
+                    "the link went down and came back: {netdev}'s carrier changed {n} time(s) since \
+                     the device was opened (carrier_changes), and rxe fails the QP when it cannot \
+                     send a packet"
+                ));
+            }
+            if let Some(n) = send_errs {
+                causes.push(refused(n));
+            }
+            let usual = if completed > 0 {
+                format!(
+                    "a work request unlike the {completed} of its kind that completed before it: a \
+                     receive too small, a buffer outside an MR with LOCAL_WRITE, an lkey that names \
+                     no MR"
+                )
+            } else {
+                "rxe reports this where the spec has a length or protection error: a receive too \
+                 small, a receive into an MR without LOCAL_WRITE, or a scatter/gather entry whose \
+                 lkey names no MR"
+                    .to_string()
+            };
+            ("local QP operation error: the QP could not carry out a work request it had accepted", usual)
+        }
+        IBV_WC_RETRY_EXC_ERR => {
+            if let Some(down) = &down {
+                causes.push(format!("the link is down: {down}, for longer than the retries last"));
+            }
+            let usual = if completed > 0 {
+                format!(
+                    "after {completed} completions the peer stopped acknowledging: the path between \
+                     was cut for longer than the retries last (the ACK timeout × (retry_cnt + 1)), \
+                     the peer's host is gone, or its program ended and its QP with it"
+                )
+            } else {
+                "wrong QPN/GID/PSN, or the peer's QP is gone".to_string()
+            };
+            ("transport retry counter exceeded: the peer never acknowledged", usual)
+        }
+        IBV_WC_WR_FLUSH_ERR => {
+            if let Some(down) = &down {
+                causes.push(format!("the link is down ({down}) and the QP failed on it"));
+            }
+            if let Some(n) = send_errs {
+                causes.push(refused(n));
+            }
+            if causes.is_empty() {
+                return "flushed: this QP went to the error state (an earlier error on it, or a move to \
+                        ERR), so its outstanding WRs were cancelled"
+                    .to_string();
+            }
+            (
+                "flushed: this QP went to the error state, so its outstanding WRs were cancelled",
+                "an earlier error on it (the first failed completion says which), or a move to ERR".to_string(),
+            )
+        }
+        _ => return usual_cause(status).to_string(),
+    };
+    if causes.is_empty() {
+        return format!("{headline} ({usual})");
+    }
+    let mut text = format!("{headline}. What fits, the most likely first:");
+    for (i, cause) in causes.iter().chain([&usual]).enumerate() {
+        text.push_str(&format!("\n{}. {cause}", i + 1));
+    }
+    text
+}
+
+/// The one cause a status has whatever the link and the QP's history say.
+fn usual_cause(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str {
     use ibverbs_sys::ibv_wc_status::*;
     match status {
         IBV_WC_LOC_LEN_ERR => "local length error: the incoming message is larger than the posted receive buffer",
-        IBV_WC_LOC_QP_OP_ERR => "local QP operation error: the QP could not carry out a work request it had accepted (rxe reports this where the spec has a length or protection error: a receive too small, a receive into an MR without LOCAL_WRITE, or a scatter/gather entry whose lkey names no MR)",
         IBV_WC_LOC_PROT_ERR => "local protection error: a scatter/gather entry is not inside an MR of the QP's PD with the needed access",
-        IBV_WC_WR_FLUSH_ERR => "flushed: this QP went to the error state (an earlier error on it, or a move to ERR), so its outstanding WRs were cancelled",
         IBV_WC_REM_ACCESS_ERR => "remote access error: the peer's MR or QP does not allow this access, or the rkey/address range is wrong",
         IBV_WC_REM_INV_REQ_ERR => "remote invalid request: the peer's QP does not accept this operation (e.g. no remote-write access) or the length is invalid",
         IBV_WC_REM_OP_ERR => "remote operation error: the peer could not complete the request (e.g. its receive buffer is too small)",
-        IBV_WC_RETRY_EXC_ERR => "transport retry counter exceeded: the peer never acknowledged (wrong QPN/GID/PSN, or the peer's QP is gone)",
         IBV_WC_RNR_RETRY_EXC_ERR => "RNR retry counter exceeded: the peer had no receive posted, again and again",
         _ => "see the book's work completion status reference (book/src/wc_status.md)",
     }

@@ -154,7 +154,7 @@ fn never_signal(args: &PingpongArgs) -> Result<()> {
         let mut wc = [WC_ZERO; 1];
         while Instant::now() < deadline {
             if q.cq.poll(&mut wc)? > 0 {
-                return check_wc(&wc[0]); // an unsignaled WR that fails still completes
+                return check_wc(&wc[0], 0); // an unsignaled WR that fails still completes
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -157,6 +157,9 @@ pub fn open_device(args: &DeviceChoice) -> Result<Device> {
         None => (None, [0; 16]),
     };
 
+    // Not a verb: which network interface carries this port, and the device's counters now,
+    // so that a failure later can be explained by what happened to the link (src/link.rs).
+    crate::link::watch(ctx.name(), args.ib_port, gid_index);
     Ok(Device { ctx, ib_port: args.ib_port, port_attr, gid_index, gid })
 }
 // ANCHOR_END: stage

@@ -179,7 +179,8 @@ fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watc
         dog.progress();
 
         for wc in &wc[..ne] {
-            check_wc(wc)?;
+            let like_it = if wc.wr_id() == PINGPONG_SEND_WRID { n.scnt } else { n.rcnt };
+            check_wc(wc, u64::from(like_it))?;
             match wc.wr_id() {
                 PINGPONG_SEND_WRID => n.scnt += 1,
                 PINGPONG_RECV_WRID => {
@@ -212,22 +213,68 @@ fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watc
 // ANCHOR_END: stage
 
 /// The watchdog's error: nothing completed for `opts.timeout` (see the module doc).
+///
+/// Why depends on what this side was waiting for, and the program can find out: if its
+/// device is still retransmitting (its retransmit timer expiries, rxe's
+/// `completer_retry_err`, go up while we look), a packet of ours is going unacknowledged;
+/// if not, we were only waiting for the peer's next message. The link's state comes first
+/// when it is down.
 fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32) -> Error {
-    Error::new(format!("waiting for a completion ({verb})"))
-        .cause(format!(
-            "no completion for {} s, after {scnt} of {iters} sends and {rcnt} of {iters} receives: \
-             the peer stopped sending — it crashed, was killed, or its host is gone.\n\
-             RC gives a receiver no signal for that: a posted receive just never completes. Only \
-             a side with a SEND outstanding learns of it, when the peer stops acknowledging \
-             and the retries run out (IBV_WC_RETRY_EXC_ERR) — and on Soft-RoCE (rxe), where \
-             retry_cnt 7 means \"retry forever\", not even then",
-            opts.timeout.as_secs(),
-            iters = opts.iters
-        ))
-        .fix(
-            "look at the peer's output for its error, then start both sides again; if the \
-             peer is alive but slow (a loaded or emulated machine), raise --timeout",
-        )
+    // Three ACK timeouts of rc_pingpong's (timeout 14: 67 ms): long enough for a
+    // retransmission to show, short next to the --timeout already waited.
+    let retrying = crate::link::retries_during(Duration::from_millis(250));
+    let down = crate::link::sample().and_then(|(_, now)| now.down());
+    let mut causes = Vec::new();
+    if let Some(down) = down {
+        causes.push(format!("our link is down: {down}: nothing we send leaves, nothing the peer sends arrives"));
+    }
+    match retrying {
+        Some(n) if n > 0 => causes.push(format!(
+            "the peer stopped acknowledging: our device is retransmitting a packet nobody \
+             acknowledges ({n} retransmit timeouts in the last 0.25 s, completer_retry_err). The \
+             path between is cut or dropping everything, or the peer's program ended (its \
+             device drops what comes for a QP it no longer has), or its host is gone"
+        )),
+        Some(_) => causes.push(
+            "the peer stopped sending: its program ended, most often with an error of its own \
+             (its output says which), or it was stopped, or its host or the path between went \
+             away while we had nothing unacknowledged (our device is not retransmitting)"
+                .to_string(),
+        ),
+        None => causes.push(
+            "the peer stopped sending or acknowledging: its program ended (its output says why), \
+             or the path between or its host went away"
+                .to_string(),
+        ),
+    }
+    let mut why = format!(
+        "no completion for {} s, after {scnt} of {iters} sends and {rcnt} of {iters} receives. ",
+        opts.timeout.as_secs(),
+        iters = opts.iters
+    );
+    if causes.len() == 1 {
+        why.push_str(&capitalised(&causes[0]));
+    } else {
+        why.push_str("What fits, the most likely first:");
+        for (i, cause) in causes.iter().enumerate() {
+            why.push_str(&format!("\n{}. {cause}", i + 1));
+        }
+    }
+    why.push_str(
+        ".\nRC gives a receiver no signal for that: a posted receive just never completes. Only \
+         a side with a SEND outstanding learns of it, when the peer stops acknowledging and the \
+         retries run out (IBV_WC_RETRY_EXC_ERR) — and on Soft-RoCE (rxe), where retry_cnt 7 \
+         means \"retry forever\", not even then",
+    );
+    Error::new(format!("waiting for a completion ({verb})")).cause(why).fix(
+        "look at the peer's output for its error, then start both sides again; if the peer is \
+         alive but slow (a loaded or emulated machine), raise --timeout",
+    )
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
 // ANCHOR: stats

@@ -199,7 +199,7 @@ pub fn bandwidth(q: &Queues, mr: &mut Mr, size: u32, iters: u32, remote: &RdmaDe
         }
         let ne = cq.poll(&mut wc)?;
         for wc in &wc[..ne] {
-            check_wc(wc)?;
+            check_wc(wc, u64::from(completed))?;
             // This completion frees its own write and the unsignaled ones before it.
             completed = if wc.wr_id() == WRITE_IMM_WRID { iters } else { completed + SIGNAL_EVERY };
         }

@@ -39,7 +39,13 @@ pub const FILTERS: &[(&str, &str)] = &[
     (r"after \d+ of (\d+) sends and \d+ of (\d+) receives", "after [COUNT] of $1 sends and [COUNT] of $2 receives"),
     // Kernel counters the two-host lessons print (tests/host_vms/two_hosts.rs): how many times
     // something failed or was retried depends on time; whether it did (0 or not) does not.
-    (r"\b(sent_pkts|send_err|completer_retry_err|FragFails|OutDestUnreachs)=[1-9]\d*", "$1=[COUNT]"),
+    (
+        r"\b(sent_pkts|send_err|completer_retry_err|retry_exceeded_err|duplicate_request|rcvd_seq_err|carrier_changes|FragFails|OutDestUnreachs)=[1-9]\d*",
+        "$1=[COUNT]",
+    ),
+    // What a completion error's explanation counted (src/poll.rs, stage 08's watchdog).
+    (r"\b\d+ (retransmit timeouts|work requests|time\(s\)|packet\(s\))", "[COUNT] $1"),
+    (r"unlike the \d+ of its kind", "unlike the [COUNT] of its kind"),
     (r"in \d+\.\d+ seconds = \d+\.\d+ ", "in [TIME] seconds = [RATE] "),
 ];
 
