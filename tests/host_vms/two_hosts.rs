@@ -27,6 +27,8 @@ struct Packet {
     src: String,
     dst: String,
     opcode: String,
+    /// The destination QP, as tshark prints it.
+    qp: String,
     psn: u32,
     rest: String,
 }
@@ -114,9 +116,10 @@ fn across_two_hosts_as(tag: &str, h1: &str, h2: &str, pcap_host: u8) -> Run {
             let src = words.next().unwrap().to_string();
             words.next(); // →
             let dst = words.next().unwrap().to_string();
-            let opcode = words.take_while(|w| *w != "QP").collect::<Vec<_>>().join(" ");
+            let opcode = words.by_ref().take_while(|w| *w != "QP").collect::<Vec<_>>().join(" ");
+            let qp = words.next().unwrap_or_default().to_string();
             let (psn, rest) = tail.split_at(6);
-            Packet { src, dst, opcode, psn: u32::from_str_radix(psn, 16).unwrap(), rest: rest.trim().to_string() }
+            Packet { src, dst, opcode, qp, psn: u32::from_str_radix(psn, 16).unwrap(), rest: rest.trim().to_string() }
         })
         .collect();
     Run { output, status: out.status.code(), packets, pcap }
@@ -580,4 +583,178 @@ fn a_retransmission_after_the_ack_timeout_on_the_wire() {
     let times = times_of(&run, "192.0.2.2", psn);
     eprintln!("the retry crossed the wire {:.1} ms after the first try", (times[1] - times[0]) * 1000.0);
     snapshot("break-05_modify_qp_rtr-wrong-dest-qpn", &causal_view(&run, &run.packets.iter().collect::<Vec<_>>()));
+}
+
+/// One run of the bad-wire lesson: lab/impair's options on each host ("" for none), the
+/// message size and the round trips.
+struct Impaired {
+    tag: &'static str,
+    h1: &'static str,
+    h2: &'static str,
+    size: u32,
+    iters: u32,
+}
+
+/// The bad wire, in the order one boot runs it: netem on both hosts (both directions) for
+/// the three impairments RC repairs, then outages of h2's side mid-run: the wire cut (eth0
+/// up, dropping all it sends) short and long, the interface down short and long. The
+/// impairments are validated (`-c`) 4096-byte messages, four packets each, so a loss or a
+/// reordering can fall inside a message; the outages use one-packet messages.
+const BAD_WIRE: &[Impaired] = &[
+    Impaired { tag: "loss", h1: "--netem 'loss 5%'", h2: "--netem 'loss 5%'", size: 4096, iters: 300 },
+    Impaired {
+        tag: "reorder",
+        h1: "--netem 'delay 2ms reorder 30% 50%'",
+        h2: "--netem 'delay 2ms reorder 30% 50%'",
+        size: 4096,
+        iters: 300,
+    },
+    Impaired { tag: "duplicate", h1: "--netem 'duplicate 10%'", h2: "--netem 'duplicate 10%'", size: 4096, iters: 300 },
+    Impaired { tag: "cut-1s", h1: "", h2: "--cut 1", size: 1024, iters: 2000 },
+    Impaired { tag: "cut-7s", h1: "", h2: "--cut 7", size: 1024, iters: 2000 },
+    Impaired { tag: "down-1s", h1: "", h2: "--down 1", size: 1024, iters: 2000 },
+    Impaired { tag: "down-6s", h1: "", h2: "--down 6", size: 1024, iters: 2000 },
+];
+
+/// After each run, each host prints what its rxe0 counted so far (the test takes the
+/// differences) and its interface's state.
+const WIRE_COUNTERS: &str = r#"c=/sys/class/infiniband/rxe0/ports/1/hw_counters; echo "rxe0: $(for k in sent_pkts completer_retry_err retry_exceeded_err duplicate_request rcvd_seq_err send_err; do printf '%s=%s ' $k $(cat $c/$k); done)eth0=$(cat /sys/class/net/eth0/operstate) carrier_changes=$(cat /sys/class/net/eth0/carrier_changes)""#;
+
+/// One host's output, cut at the `=== TAG` line each run starts with.
+fn segments(run: &Run, host: &str) -> Vec<(String, String)> {
+    let prefix = format!("[{host}] ");
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in run.output.lines().filter_map(|l| l.strip_prefix(&prefix)) {
+        if let Some(tag) = line.strip_prefix("=== ") {
+            out.push((tag.to_string(), String::new()));
+        } else if let Some((_, text)) = out.last_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    out
+}
+
+/// The value of `key=` on the `rxe0:` line of a segment.
+fn count(segment: &str, key: &str) -> u64 {
+    let line = segment.lines().find(|l| l.starts_with("rxe0:")).unwrap_or_else(|| panic!("no rxe0 line:\n{segment}"));
+    line.split(' ').find_map(|w| w.strip_prefix(&format!("{key}="))).unwrap().parse().unwrap()
+}
+
+/// A QP number as the trace prints it (`QPN 0x000011`) or tshark does (decimal or 0x…).
+fn qpn(text: &str) -> u32 {
+    match text.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16).unwrap(),
+        None => text.parse().unwrap(),
+    }
+}
+
+/// The requests (not acknowledgements) a segment's QPs received that crossed the wire more
+/// than once: (sender, opcode, PSN) → how many times.
+fn repeated(run: &Run, segment: &str) -> Vec<(String, String, u32, usize)> {
+    let qps: Vec<u32> = segment
+        .lines()
+        .filter(|l| l.starts_with("  local address:"))
+        .filter_map(|l| l.split(", ").find_map(|f| f.trim().strip_prefix("QPN ")))
+        .map(qpn)
+        .collect();
+    let mut seen: std::collections::BTreeMap<(String, String, u32), usize> = Default::default();
+    for p in run.packets.iter().filter(|p| !p.opcode.contains("Acknowledge") && !p.qp.is_empty()) {
+        if qps.contains(&qpn(&p.qp)) {
+            *seen.entry((p.src.clone(), p.opcode.clone(), p.psn)).or_default() += 1;
+        }
+    }
+    seen.into_iter().filter(|(_, n)| *n > 1).map(|((s, o, psn), n)| (s, o, psn, n)).collect()
+}
+
+/// RC on a bad wire, in one boot of the two hosts: under loss, reordering and duplication
+/// the validated ping-pong completes, and the capture shows the retransmissions; an outage
+/// of the wire ends as rxe ends it, explained by what the program can read.
+#[test]
+fn rc_on_a_bad_wire() {
+    let exe = env!("CARGO_BIN_EXE_08_poll_cq");
+    let first = common::tcp_ports(BAD_WIRE.len() as u16);
+    let (mut h1, mut h2) = (format!("echo '=== start'; {WIRE_COUNTERS}"), format!("echo '=== start'; {WIRE_COUNTERS}"));
+    for (i, r) in BAD_WIRE.iter().enumerate() {
+        let args = format!("{DEVICE_ARGS} -p {} -c -s {} -n {} --timeout 5", first + i as u16, r.size, r.iters);
+        let cmd = |impair: &str, peer: &str| {
+            let impair = if impair.is_empty() { String::new() } else { format!("lab/impair {impair} -- ") };
+            // stderr into stdout, so that each run's error stays in its segment.
+            format!(
+                "; echo '=== {}'; {impair}{exe} {args}{peer} 2>&1; echo \"exit status: $?\"; {WIRE_COUNTERS}",
+                r.tag
+            )
+        };
+        // The client waits for the server of the next run to be listening: after an outage
+        // the server gives up only at --timeout, and the client's connect retries for as long.
+        if r.tag == "down-6s" {
+            h2.push_str("; sleep 3");
+        }
+        h1.push_str(&cmd(r.h1, ""));
+        h2.push_str(&cmd(r.h2, " 192.0.2.1"));
+    }
+    let run = across_two_hosts_as("bad-wire", &h1, &h2, 1);
+    // Kept next to the capture, for reading the runs in full.
+    std::fs::write(run.pcap.with_extension("out"), &run.output).unwrap();
+    let (s1, s2) = (segments(&run, "h1"), segments(&run, "h2"));
+    assert_eq!(s1.len(), BAD_WIRE.len() + 1, "{}", run.output);
+    assert_eq!(s2.len(), BAD_WIRE.len() + 1, "{}", run.output);
+    let delta = |s: &[(String, String)], i: usize, key: &str| count(&s[i + 1].1, key) - count(&s[i].1, key);
+    let mut report = String::new();
+    for (i, r) in BAD_WIRE.iter().enumerate() {
+        let (a, b) = (&s1[i + 1].1, &s2[i + 1].1);
+        let retries = delta(&s1, i, "completer_retry_err") + delta(&s2, i, "completer_retry_err");
+        let repeats = repeated(&run, &format!("{a}{b}"));
+        let rate = b.lines().find(|l| l.contains("iters in")).map(|l| l.rsplit("= ").next().unwrap().to_string());
+        report.push_str(&format!(
+            "{:<10} {:<22} retransmit timeouts {retries:>4}, requests seen more than once {:>4}, duplicates {:>4}, seq NAKs {:>3}\n",
+            r.tag,
+            rate.unwrap_or_else(|| "failed".into()),
+            repeats.len(),
+            delta(&s1, i, "duplicate_request") + delta(&s2, i, "duplicate_request"),
+            delta(&s1, i, "rcvd_seq_err") + delta(&s2, i, "rcvd_seq_err"),
+        ));
+        match r.tag {
+            "loss" | "reorder" | "duplicate" | "cut-1s" => {
+                // RC repairs it: every message arrives, once, in order, and the server's
+                // check of every byte passes.
+                for (host, out) in [("h1", a), ("h2", b)] {
+                    assert!(out.contains("exit status: 0"), "{} on {host}:\n{out}", r.tag);
+                }
+                assert!(a.contains("ok=yes"), "{}: the server did not validate:\n{a}", r.tag);
+                // ...by sending again: the same request, same PSN, more than once on the wire.
+                assert!(!repeats.is_empty(), "{}: no request crossed the wire twice", r.tag);
+            }
+            "cut-7s" => {
+                // Longer than --timeout: rxe retries forever (retry_cnt 7), so the watchdogs
+                // end it, and whichever side has a packet unacknowledged says it is
+                // retransmitting. The interface stayed up: nothing blames it.
+                for out in [a, b] {
+                    assert!(out.contains("no completion for 5 s"), "{out}");
+                    assert!(!out.contains("link is down") && !out.contains("crashed"), "{out}");
+                }
+                assert!(format!("{a}{b}").contains("our device is retransmitting"), "{a}{b}");
+                assert_eq!(delta(&s2, i, "retry_exceeded_err"), 0);
+            }
+            _ => {
+                // The interface down: h2's rxe cannot send and fails the QP at once, with the
+                // interface named; nothing reached the interface (send_err 0). h1 is told
+                // nothing by RC; its watchdog says the peer stopped, not that it crashed.
+                assert!(b.contains("error: work request wr_id 2 (status local QP operation error (2)"), "{b}");
+                assert!(b.contains("the link is down: eth0 is down (operstate down"), "{b}");
+                assert_eq!(delta(&s2, i, "send_err"), 0, "{b}");
+                assert!(a.contains("no completion for 5 s") && a.to_lowercase().contains("the peer stopped"), "{a}");
+                assert!(!a.contains("crashed"), "{a}");
+            }
+        }
+    }
+    eprintln!("{report}");
+    let down = &s2[BAD_WIRE.iter().position(|r| r.tag == "down-1s").unwrap() + 1].1;
+    let error: String = down
+        .lines()
+        .skip_while(|l| !l.starts_with("error:"))
+        .take_while(|l| l.starts_with("error:") || l.starts_with("  "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    snapshot("bad-wire-down-1s-08_poll_cq", &error);
 }
