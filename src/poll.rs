@@ -161,10 +161,12 @@ pub fn wc_status_cause(
     let mut causes = Vec::new();
     let (headline, usual) = match status {
         IBV_WC_LOC_QP_OP_ERR => {
-            // Measured on rxe (Linux 6.1): with the interface down its route is gone, and a
-            // packet rxe cannot route fails the QP at once — send_err stays 0, as nothing
-            // reached the interface. The spec and hardware would retransmit on the ACK timer
-            // until retry_cnt ran out.
+            // Measured on rxe (Linux 6.1), eth0 down mid-run: the next packet rxe must send
+            // fails the QP at once, and send_err stays 0: rxe's requester could not prepare
+            // the packet for an interface that is down (rxe_req.c: a packet init_req_packet
+            // or finish_packet cannot build fails its WQE with LOC_QP_OP_ERR; send_err
+            // counts only transmits the interface refused). The spec and hardware would
+            // retransmit on the ACK timer until retry_cnt ran out.
             if let Some(down) = &down {
                 causes.push(format!(
                     "the link is down: {down}. rxe could not send a packet on it and failed the QP \
@@ -274,4 +276,49 @@ pub fn trace_wc(wc: &ibv_wc) {
         }
     }
     line.emit();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ibverbs_sys::ibv_wc_status::*;
+
+    fn eth0(operstate: &str, send_err: u64) -> link::Sample {
+        link::Sample {
+            netdev: Some("eth0".into()),
+            operstate: Some(operstate.into()),
+            send_err: Some(send_err),
+            ..link::Sample::default()
+        }
+    }
+
+    #[test]
+    fn without_evidence_a_status_keeps_its_usual_cause() {
+        let quiet = Some((eth0("up", 0), eth0("up", 0)));
+        assert_eq!(
+            wc_status_cause(IBV_WC_RETRY_EXC_ERR, 0, quiet.clone()),
+            "transport retry counter exceeded: the peer never acknowledged (wrong QPN/GID/PSN, or the peer's QP is gone)"
+        );
+        assert!(wc_status_cause(IBV_WC_LOC_QP_OP_ERR, 0, None).ends_with("whose lkey names no MR)"));
+        assert!(
+            wc_status_cause(IBV_WC_WR_FLUSH_ERR, 3, quiet).starts_with("flushed: this QP went to the error state (an")
+        );
+    }
+
+    #[test]
+    fn a_link_that_is_down_comes_first_and_the_history_shapes_the_rest() {
+        let text = wc_status_cause(IBV_WC_LOC_QP_OP_ERR, 343, Some((eth0("up", 0), eth0("down", 0))));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("What fits, the most likely first:"), "{text}");
+        assert!(lines[1].starts_with("1. the link is down: eth0 is down (operstate down)"), "{text}");
+        assert!(lines[2].starts_with("2. a work request unlike the 343 of its kind"), "{text}");
+        assert_eq!(lines.len(), 3, "{text}");
+    }
+
+    #[test]
+    fn packets_the_interface_refused_are_counted_since_the_device_was_opened() {
+        let text = wc_status_cause(IBV_WC_WR_FLUSH_ERR, 0, Some((eth0("up", 5), eth0("up", 6))));
+        assert!(text.contains("\n1. the device could not hand 1 packet(s) to eth0"), "{text}");
+        assert!(text.contains("\n2. an earlier error on it"), "{text}");
+    }
 }
