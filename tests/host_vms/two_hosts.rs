@@ -595,12 +595,13 @@ struct Impaired {
     iters: u32,
 }
 
-/// The bad wire, in the order one boot runs it: netem on both hosts (both directions) for
+/// The bad wire, in the order one boot runs it: a clean run to compare with, netem on both hosts (both directions) for
 /// the three impairments RC repairs, then outages of h2's side mid-run: the wire cut (eth0
 /// up, dropping all it sends) short and long, the interface down short and long. The
 /// impairments are validated (`-c`) 4096-byte messages, four packets each, so a loss or a
 /// reordering can fall inside a message; the outages use one-packet messages.
 const BAD_WIRE: &[Impaired] = &[
+    Impaired { tag: "clean", h1: "", h2: "", size: 4096, iters: 300 },
     Impaired { tag: "loss", h1: "--netem 'loss 5%'", h2: "--netem 'loss 5%'", size: 4096, iters: 300 },
     Impaired {
         tag: "reorder",
@@ -775,7 +776,7 @@ fn rc_on_a_bad_wire() {
             delta(&s1, i, "rcvd_seq_err") + delta(&s2, i, "rcvd_seq_err"),
         ));
         match r.tag {
-            "loss" | "reorder" | "duplicate" | "cut-1s" => {
+            "clean" | "loss" | "reorder" | "duplicate" | "cut-1s" => {
                 // RC repairs it: every message arrives, once, in order, and the check of
                 // every byte passes. One ending is not repaired: when the ACK of one side's
                 // last SEND is lost, the other side, done, exits and takes its QP with it;

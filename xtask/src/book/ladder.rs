@@ -29,6 +29,11 @@ pub const LADDERS: &[(&str, &str, &str)] = &[
         "ladder-ack-timeout.svg",
         "05 --break wrong-dest-qpn: no answer; a retry after the ACK timeout",
     ),
+    (
+        "two_hosts__bad-wire-loss-go-back-n",
+        "ladder-go-back-n.svg",
+        "08 under 5 % loss: a Middle lost, one PSN sequence NAK, go-back-N",
+    ),
 ];
 
 /// What an AETH syndrome says, in words (bits 6–5: the type; bits 4–0: its value).
