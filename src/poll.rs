@@ -155,7 +155,8 @@ pub fn wc_status_cause(
     let refused = |n: u64| {
         format!(
             "the device could not hand {n} packet(s) to {netdev} since it was opened (send_err): \
-             a packet above the interface's MTU, or the interface going down"
+             a packet above the interface's MTU, the interface going down, or its queue refusing \
+             the packet (full, or being replaced)"
         )
     };
     let mut causes = Vec::new();
@@ -214,7 +215,7 @@ pub fn wc_status_cause(
         }
         IBV_WC_WR_FLUSH_ERR => {
             if let Some(down) = &down {
-                causes.push(format!("the link is down ({down}) and the QP failed on it"));
+                causes.push(format!("the link is down: {down}, and the QP failed on it"));
             }
             if let Some(n) = send_errs {
                 causes.push(refused(n));
@@ -226,7 +227,9 @@ pub fn wc_status_cause(
             }
             (
                 "flushed: this QP went to the error state, so its outstanding WRs were cancelled",
-                "an earlier error on it (the first failed completion says which), or a move to ERR".to_string(),
+                "an earlier error on it (the first failed completion, if one came, says which), or a \
+                 move to ERR"
+                    .to_string(),
             )
         }
         _ => return usual_cause(status).to_string(),

@@ -586,13 +586,15 @@ fn a_retransmission_after_the_ack_timeout_on_the_wire() {
 }
 
 /// One run of the bad-wire lesson: lab/impair's options on each host ("" for none), the
-/// message size and the round trips.
+/// message size, the round trips and `--timeout` (the watchdog, and how long the server
+/// waits for the client's connection and the client retries it).
 struct Impaired {
     tag: &'static str,
     h1: &'static str,
     h2: &'static str,
     size: u32,
     iters: u32,
+    timeout: u32,
 }
 
 /// The bad wire, in the order one boot runs it: a clean run to compare with, netem on both hosts (both directions) for
@@ -601,20 +603,30 @@ struct Impaired {
 /// impairments are validated (`-c`) 4096-byte messages, four packets each, so a loss or a
 /// reordering can fall inside a message; the outages use one-packet messages.
 const BAD_WIRE: &[Impaired] = &[
-    Impaired { tag: "clean", h1: "", h2: "", size: 4096, iters: 300 },
-    Impaired { tag: "loss", h1: "--netem 'loss 5%'", h2: "--netem 'loss 5%'", size: 4096, iters: 300 },
+    Impaired { tag: "clean", h1: "", h2: "", size: 4096, iters: 300, timeout: 5 },
+    Impaired { tag: "loss", h1: "--netem 'loss 5%'", h2: "--netem 'loss 5%'", size: 4096, iters: 300, timeout: 5 },
     Impaired {
         tag: "reorder",
         h1: "--netem 'delay 2ms reorder 30% 50%'",
         h2: "--netem 'delay 2ms reorder 30% 50%'",
         size: 4096,
         iters: 300,
+        // The loss run before it can end with one side's watchdog (the last ACK, below),
+        // 5 s after the other side moved on to this run: this run waits longer for it.
+        timeout: 12,
     },
-    Impaired { tag: "duplicate", h1: "--netem 'duplicate 10%'", h2: "--netem 'duplicate 10%'", size: 4096, iters: 300 },
-    Impaired { tag: "cut-1s", h1: "", h2: "--cut 1", size: 1024, iters: 2000 },
-    Impaired { tag: "cut-7s", h1: "", h2: "--cut 7", size: 1024, iters: 2000 },
-    Impaired { tag: "down-1s", h1: "", h2: "--down 1", size: 1024, iters: 2000 },
-    Impaired { tag: "down-6s", h1: "", h2: "--down 6", size: 1024, iters: 2000 },
+    Impaired {
+        tag: "duplicate",
+        h1: "--netem 'duplicate 10%'",
+        h2: "--netem 'duplicate 10%'",
+        size: 4096,
+        iters: 300,
+        timeout: 5,
+    },
+    Impaired { tag: "cut-1s", h1: "", h2: "--cut 1", size: 1024, iters: 2000, timeout: 5 },
+    Impaired { tag: "cut-7s", h1: "", h2: "--cut 7", size: 1024, iters: 2000, timeout: 5 },
+    Impaired { tag: "down-1s", h1: "", h2: "--down 1", size: 1024, iters: 2000, timeout: 5 },
+    Impaired { tag: "down-6s", h1: "", h2: "--down 6", size: 1024, iters: 2000, timeout: 5 },
 ];
 
 /// After each run, each host prints what its rxe0 counted so far (the test takes the
@@ -735,9 +747,11 @@ fn go_back_n(run: &Run, (server_qp, client_qp): (u32, u32)) -> Option<String> {
 fn rc_on_a_bad_wire() {
     let exe = env!("CARGO_BIN_EXE_08_poll_cq");
     let first = common::tcp_ports(BAD_WIRE.len() as u16);
-    let (mut h1, mut h2) = (format!("echo '=== start'; {WIRE_COUNTERS}"), format!("echo '=== start'; {WIRE_COUNTERS}"));
+    let start = format!("echo \"kernel: $(uname -r)\"; echo '=== start'; {WIRE_COUNTERS}");
+    let (mut h1, mut h2) = (start.clone(), start);
     for (i, r) in BAD_WIRE.iter().enumerate() {
-        let args = format!("{DEVICE_ARGS} -p {} -c -s {} -n {} --timeout 5", first + i as u16, r.size, r.iters);
+        let args =
+            format!("{DEVICE_ARGS} -p {} -c -s {} -n {} --timeout {}", first + i as u16, r.size, r.iters, r.timeout);
         let cmd = |impair: &str, peer: &str| {
             let impair = if impair.is_empty() { String::new() } else { format!("lab/impair {impair} -- ") };
             // stderr into stdout, so that each run's error stays in its segment.
@@ -758,6 +772,8 @@ fn rc_on_a_bad_wire() {
     // Kept next to the capture, for reading the runs in full.
     std::fs::write(run.pcap.with_extension("out"), &run.output).unwrap();
     let (s1, s2) = (segments(&run, "h1"), segments(&run, "h2"));
+    // rxe's answer to an interface that is down changed between the lab's kernels.
+    let linux_6_1 = kernel_of(&run, "h2") < (6, 12);
     assert_eq!(s1.len(), BAD_WIRE.len() + 1, "{}", run.output);
     assert_eq!(s2.len(), BAD_WIRE.len() + 1, "{}", run.output);
     let delta = |s: &[(String, String)], i: usize, key: &str| count(&s[i + 1].1, key) - count(&s[i].1, key);
@@ -797,8 +813,16 @@ fn rc_on_a_bad_wire() {
                 if !(done(a) && done(b)) {
                     eprintln!("{}: the ACK of a last SEND was lost; its peer had exited", r.tag);
                 }
-                // ...by sending again: the same request, same PSN, more than once on the wire.
-                assert!(!repeats.is_empty(), "{}: no request crossed the wire twice", r.tag);
+                // ...by sending again. Under loss, reordering and duplication the capture shows
+                // it: the same request, same PSN, more than once on the wire. (The clean wire
+                // may show a few too: on a loaded host an ACK can take longer than the ACK
+                // timeout.) A cut drops the copies before the wire, and only the device's
+                // count of retransmit timeouts shows them.
+                match r.tag {
+                    "clean" => {}
+                    "cut-1s" => assert!(retries > 0, "cut-1s: no retransmit timeout"),
+                    _ => assert!(!repeats.is_empty(), "{}: no request crossed the wire twice", r.tag),
+                }
             }
             "cut-7s" => {
                 // Longer than --timeout: rxe retries forever (retry_cnt 7), so the watchdogs
@@ -812,12 +836,18 @@ fn rc_on_a_bad_wire() {
                 assert_eq!(delta(&s2, i, "retry_exceeded_err"), 0);
             }
             _ => {
-                // The interface down: h2's rxe cannot send and fails the QP at once, with the
-                // interface named; nothing reached the interface (send_err 0). h1 is told
-                // nothing by RC; its watchdog says the peer stopped, not that it crashed.
-                assert!(b.contains("error: work request wr_id 2 (status local QP operation error (2)"), "{b}");
+                // The interface down: h2's rxe fails the QP at once, and the explanation
+                // names the interface. Linux 6.1 fails the SEND with LOC_QP_OP_ERR before
+                // anything reached the interface (send_err 0); 6.12 moves the QP to the error
+                // state and flushes the SEND. h1 is told nothing by RC; its watchdog says the
+                // peer stopped, not that it crashed.
+                if linux_6_1 {
+                    assert!(b.contains("error: work request wr_id 2 (status local QP operation error (2)"), "{b}");
+                    assert_eq!(delta(&s2, i, "send_err"), 0, "{b}");
+                } else {
+                    assert!(b.contains("error: work request wr_id 2 (status Work Request Flushed Error (5)"), "{b}");
+                }
                 assert!(b.contains("the link is down: eth0 is down (operstate down"), "{b}");
-                assert_eq!(delta(&s2, i, "send_err"), 0, "{b}");
                 assert!(a.contains("no completion for 5 s") && a.to_lowercase().contains("the peer stopped"), "{a}");
                 assert!(!a.contains("crashed"), "{a}");
             }
@@ -836,5 +866,9 @@ fn rc_on_a_bad_wire() {
         .take_while(|l| l.starts_with("error:") || l.starts_with("  "))
         .map(|l| format!("{l}\n"))
         .collect();
-    snapshot("bad-wire-down-1s-08_poll_cq", &error);
+    // On 6.12 the flush's list also counts the packets the interface refused while it went
+    // down, as many as were in flight: a number of lines that varies, so no snapshot.
+    if linux_6_1 {
+        snapshot("bad-wire-down-1s-08_poll_cq", &error);
+    }
 }
