@@ -179,6 +179,7 @@ fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watc
         dog.progress();
 
         for wc in &wc[..ne] {
+            // How many of its kind completed before it: a failure's explanation weighs that.
             let like_it = if wc.wr_id() == PINGPONG_SEND_WRID { n.scnt } else { n.rcnt };
             check_wc(wc, u64::from(like_it))?;
             match wc.wr_id() {
@@ -220,13 +221,13 @@ fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watc
 /// if not, we were only waiting for the peer's next message. The link's state comes first
 /// when it is down.
 fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32) -> Error {
-    // Three ACK timeouts of rc_pingpong's (timeout 14: 67 ms): long enough for a
+    // Nearly four of rc_pingpong's ACK timeouts (timeout 14: 67 ms): long enough for a
     // retransmission to show, short next to the --timeout already waited.
     let retrying = crate::link::retries_during(Duration::from_millis(250));
     let down = crate::link::sample().and_then(|(_, now)| now.down());
     let mut causes = Vec::new();
     if let Some(down) = down {
-        causes.push(format!("our link is down: {down}: nothing we send leaves, nothing the peer sends arrives"));
+        causes.push(format!("our link is down: {down}. Nothing we send leaves, nothing the peer sends arrives"));
     }
     match retrying {
         Some(n) if n > 0 => causes.push(format!(
