@@ -89,8 +89,16 @@ impl Drop for DeviceList {
 pub struct Context {
     pub(super) raw: NonNull<ffi::ibv_context>,
     name: String,
-    // Dropped after Drop::drop has closed the device: rc_pingpong frees the list last.
-    _list: DeviceList,
+    owner: Owner,
+}
+
+/// Who opened a context, and so who closes it.
+enum Owner {
+    /// We did, with `ibv_open_device`; the list is dropped after Drop::drop has closed the
+    /// device: rc_pingpong frees the list last.
+    Us { _list: DeviceList },
+    /// librdmacm did, for the device it bound this id to: it closes it, not us.
+    Cm { _id: Rc<CmId> },
 }
 
 impl Context {
@@ -107,7 +115,21 @@ impl Context {
             .ok_or_else(|| Error::verb(format!("ibv_open_device({name})"), io::Error::last_os_error()))?;
         // ANCHOR_END: c_ibv_open_device
         trace::event("ibv_open_device").kv("device", &name).emit();
-        Ok(Rc::new(Context { raw, name, _list: list }))
+        Ok(Rc::new(Context { raw, name, owner: Owner::Us { _list: list } }))
+    }
+
+    /// The context of the device the CM bound `id` to (`id->verbs`), which librdmacm
+    /// opened: what rping passes to `ibv_alloc_pd` and `ibv_create_cq`. It keeps the id.
+    pub fn of_cm_id(id: &Rc<CmId>) -> Result<Rc<Self>> {
+        let raw = id.verbs().ok_or_else(|| {
+            Error::new(format!("the verbs context of CM id {}", id.name()))
+                .cause("the id is bound to no device yet: its address is not resolved and no request came on it")
+        })?;
+        // SAFETY: raw is a context librdmacm keeps open while an id is bound to it; its
+        // device pointer and name are set at open.
+        let name = unsafe { CStr::from_ptr(ffi::ibv_get_device_name((*raw.as_ptr()).device)) };
+        let name = name.to_string_lossy().into_owned();
+        Ok(Rc::new(Context { raw, name, owner: Owner::Cm { _id: Rc::clone(id) } }))
     }
 
     /// The device name, e.g. `rxe0`.
@@ -268,6 +290,9 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        if let Owner::Cm { .. } = self.owner {
+            return;
+        }
         // SAFETY: every child holds an Rc<Context>, so none is alive any more.
         let rc = unsafe { ffi::ibv_close_device(self.raw.as_ptr()) };
         report_destroy("ibv_close_device", rc);

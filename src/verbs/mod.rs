@@ -45,6 +45,7 @@ use std::io;
 
 use crate::error::{Error, Result};
 
+pub mod cm;
 mod cq;
 mod device;
 mod memory;
@@ -52,6 +53,7 @@ pub mod names;
 mod qp;
 mod watchdog;
 
+pub use cm::{CmEvent, CmId, EventChannel};
 pub use cq::{wc_status, wc_status_str, CompChannel, Cq};
 pub use device::{Context, DeviceList, GidEntry};
 pub use memory::{available_memory, page_size, physical_memory, AlignedBuf, Mr, Pd};
@@ -61,8 +63,10 @@ pub use watchdog::Watchdog;
 use ibverbs_sys as ffi;
 pub use ibverbs_sys::ibv_qp_state::{IBV_QPS_ERR, IBV_QPS_INIT, IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPS_RTS};
 pub use ibverbs_sys::ibv_qp_type::IBV_QPT_RC;
-pub use ibverbs_sys::ibv_wc_opcode::{IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND};
-pub use ibverbs_sys::ibv_wr_opcode::{IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND};
+pub use ibverbs_sys::ibv_wc_opcode::{
+    IBV_WC_RDMA_READ, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND,
+};
+pub use ibverbs_sys::ibv_wr_opcode::{IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND};
 pub use ibverbs_sys::{
     ibv_access_flags, ibv_ah_attr, ibv_device_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_port_attr, ibv_qp_attr,
     ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc,
@@ -120,6 +124,8 @@ pub const IBV_QP_DEST_QPN: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_DEST_QPN;
 pub const IBV_ACCESS_LOCAL_WRITE: ffi::ibv_access_flags = ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE;
 /// A remote QP may RDMA WRITE into the memory region (or, on a QP, be allowed to).
 pub const IBV_ACCESS_REMOTE_WRITE: ffi::ibv_access_flags = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE;
+/// A remote QP may RDMA READ from the memory region.
+pub const IBV_ACCESS_REMOTE_READ: ffi::ibv_access_flags = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ;
 
 /// Generate a completion for this send WR.
 pub const IBV_SEND_SIGNALED: ffi::ibv_send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED;

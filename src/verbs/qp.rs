@@ -19,6 +19,8 @@ use crate::trace::{self, Qpn};
 pub struct Qp {
     raw: NonNull<ffi::ibv_qp>,
     state: Cell<ffi::ibv_qp_state::Type>,
+    // The CM id that created it (rdma_create_qp), which destroys it: `None` for ours.
+    cm: Option<Rc<CmId>>,
     _cq: Rc<Cq>,
     _pd: Rc<Pd>,
 }
@@ -42,7 +44,7 @@ impl Qp {
         let raw = unsafe { ffi::ibv_create_qp(pd.raw.as_ptr(), &mut init_attr) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::verb("ibv_create_qp", io::Error::last_os_error()))?;
         // ANCHOR_END: c_ibv_create_qp
-        let qp = Qp { raw, state: Cell::new(IBV_QPS_RESET), _cq: Rc::clone(cq), _pd: Rc::clone(pd) };
+        let qp = Qp { raw, state: Cell::new(IBV_QPS_RESET), cm: None, _cq: Rc::clone(cq), _pd: Rc::clone(pd) };
         // ibv_create_qp writes back the capacities it granted, which may exceed the request.
         let got = init_attr.cap;
         trace::event("ibv_create_qp")
@@ -54,6 +56,61 @@ impl Qp {
             .kv("qp_num", Qpn(qp.qp_num()))
             .emit();
         Ok(qp)
+    }
+
+    /// `rdma_create_qp(id, pd, &init_attr)`: the CM creates the QP on the id's device and
+    /// moves it to INIT itself (on InfiniBand and RoCE; on iWARP too), with the attributes
+    /// `rdma_init_qp_attr` gives. Later, `rdma_connect`/`rdma_accept` move it on to RTR and
+    /// RTS. `init_attr`'s CQs must be `cq`, as for [`Qp::create`].
+    pub fn create_cm(id: &Rc<CmId>, pd: &Rc<Pd>, cq: &Rc<Cq>, mut init_attr: ibv_qp_init_attr) -> Result<Self> {
+        if init_attr.send_cq != cq.as_ptr() || init_attr.recv_cq != cq.as_ptr() {
+            return Err(
+                Error::new("rdma_create_qp").cause("init_attr.send_cq/recv_cq must be the CQ passed to Qp::create_cm")
+            );
+        }
+        let asked = init_attr.cap;
+        // ANCHOR: c_rdma_create_qp
+        // C: int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
+        //                       struct ibv_qp_init_attr *qp_init_attr);
+        // 0 and id->qp set, or -1 with errno set; qp_init_attr->cap is written back.
+        // SAFETY: id and pd are live and of the same device (pd was allocated on the id's
+        // context); init_attr is valid and its CQs are `cq`, kept alive by the Qp.
+        let rc = unsafe { cm::sys::rdma_create_qp(id.as_ptr(), pd.raw.as_ptr(), &mut init_attr) };
+        if rc != 0 {
+            return Err(Error::verb("rdma_create_qp", io::Error::last_os_error()));
+        }
+        // SAFETY: on success id->qp is the new QP, which lives until rdma_destroy_qp.
+        let raw = NonNull::new(unsafe { (*id.as_ptr()).qp })
+            .ok_or_else(|| Error::new("rdma_create_qp").cause("it succeeded but set no id->qp"))?;
+        // ANCHOR_END: c_rdma_create_qp
+        let qp = Qp {
+            raw,
+            state: Cell::new(IBV_QPS_RESET),
+            cm: Some(Rc::clone(id)),
+            _cq: Rc::clone(cq),
+            _pd: Rc::clone(pd),
+        };
+        let got = init_attr.cap;
+        trace::event("rdma_create_qp")
+            .kv("id", id.name())
+            .kv("qp_type", if init_attr.qp_type == IBV_QPT_RC { "IBV_QPT_RC" } else { "other" })
+            .kv("cap.max_send_wr", format!("{}→{}", asked.max_send_wr, got.max_send_wr))
+            .kv("cap.max_recv_wr", format!("{}→{}", asked.max_recv_wr, got.max_recv_wr))
+            .kv("qp_num", Qpn(qp.qp_num()))
+            .emit();
+        Ok(qp)
+    }
+
+    /// `ibv_query_qp(qp, &attr, IBV_QP_STATE, &init_attr)`: the state the QP is really in —
+    /// for a QP the CM moves behind our back.
+    pub fn query_state(&self) -> Result<ffi::ibv_qp_state::Type> {
+        let mut attr = ibv_qp_attr::default();
+        let mut init_attr = ibv_qp_init_attr::default();
+        // SAFETY: raw is live; both out-pointers are valid.
+        let rc = unsafe { ffi::ibv_query_qp(self.raw.as_ptr(), &mut attr, IBV_QP_STATE.0 as i32, &mut init_attr) };
+        check("ibv_query_qp(IBV_QP_STATE)", rc)?;
+        self.state.set(attr.qp_state);
+        Ok(attr.qp_state)
     }
 
     /// The QP number, chosen by the device; the peer needs it as its `dest_qp_num`.
@@ -230,6 +287,13 @@ fn attach(
 impl Drop for Qp {
     fn drop(&mut self) {
         let qp_num = self.qp_num();
+        if let Some(id) = &self.cm {
+            // SAFETY: id->qp is this QP, destroyed once here, before the id (which this Qp
+            // keeps alive); rdma_destroy_qp also clears id->qp.
+            unsafe { cm::sys::rdma_destroy_qp(id.as_ptr()) };
+            trace::event("rdma_destroy_qp").kv("id", id.name()).kv("qp_num", Qpn(qp_num)).emit();
+            return;
+        }
         // SAFETY: raw is a live QP destroyed exactly once. Its outstanding WRs get no
         // completions at all (the provider drops them): a caller that wants them back
         // moves the QP to ERR and polls the flushes first.

@@ -4,6 +4,7 @@
 //! `lab/test` runs them in the lab VM with the rest of `cargo test`.
 
 mod book;
+mod cm_layout;
 mod consistency;
 mod instructor;
 mod wire;
