@@ -21,6 +21,7 @@ pub mod create_qp;
 pub mod modify_qp_rtr;
 pub mod modify_qp_rts;
 pub mod post_send;
+pub mod rdma_cm;
 pub mod rdma_write;
 pub mod reg_mr;
 

@@ -28,7 +28,10 @@ use crate::role::Role;
 use crate::stages::open_device::DeviceChoice;
 use std::time::Duration;
 
+mod rping;
 mod values;
+
+pub use rping::{RpingArgs, RPING_MAX_SIZE, RPING_MIN_SIZE};
 
 pub use values::Mtu;
 use values::{

@@ -11,5 +11,6 @@ pub mod modify_qp_rts;
 pub mod open_device;
 pub mod poll_cq;
 pub mod post_send;
+pub mod rdma_cm;
 pub mod rdma_write;
 pub mod reg_mr;

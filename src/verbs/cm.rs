@@ -191,6 +191,12 @@ pub mod sys {
 
 pub use sys::rdma_conn_param;
 
+/// The name of an `enum rdma_cm_event_type` value, as `rdma_event_str` gives it.
+pub fn event_name(kind: u32) -> String {
+    // SAFETY: rdma_event_str returns a static string for any value.
+    unsafe { CStr::from_ptr(sys::rdma_event_str(kind)) }.to_string_lossy().into_owned()
+}
+
 /// librdmacm's functions return 0, or -1 with errno set.
 fn cm_check(what: &str, rc: c_int) -> Result<()> {
     if rc == 0 {
@@ -256,8 +262,7 @@ impl EventChannel {
         // SAFETY: on success, raw points to an event librdmacm keeps until it is acked.
         let ev = unsafe { &*raw };
         let kind = ev.event;
-        // SAFETY: rdma_event_str returns a static string for any value.
-        let name = unsafe { CStr::from_ptr(sys::rdma_event_str(kind)) }.to_string_lossy().into_owned();
+        let name = event_name(kind);
         // For a connected id, the param union holds the conn member (ud is for datagram ids).
         // SAFETY: every event of an RDMA_PS_TCP id carries conn; private_data points into
         // the event, so it is cleared here: the copy outlives the ack.

@@ -53,7 +53,7 @@ pub mod names;
 mod qp;
 mod watchdog;
 
-pub use cm::{CmEvent, CmId, EventChannel};
+pub use cm::{rdma_conn_param, CmEvent, CmId, EventChannel};
 pub use cq::{wc_status, wc_status_str, CompChannel, Cq};
 pub use device::{Context, DeviceList, GidEntry};
 pub use memory::{available_memory, page_size, physical_memory, AlignedBuf, Mr, Pd};

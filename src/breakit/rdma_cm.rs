@@ -1,0 +1,122 @@
+//! Step 10's mistakes: the address the CM cannot route, a server nobody runs, and the two
+//! permissions an RDMA READ needs — on the memory, and on the connection.
+//!
+//! Every case runs step 10 through [`rping`] with one value spoiled; the side that does not
+//! make the mistake runs as the step does. The two client cases that need no server
+//! (`loopback-address`, `no-listener`) fail before any server would be involved: run the
+//! client alone.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use super::{Case, Side};
+use crate::cli::RpingArgs;
+use crate::error::Result;
+use crate::stages::rdma_cm::{
+    accept, connect, disconnect, listen, ping_client, ping_server, resolve, rping_conn_param, setup_qp, PingOptions,
+};
+use crate::verbs::{
+    ibv_access_flags, rdma_conn_param, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE,
+};
+
+/// The cases of `10_rdma_cm --break`.
+pub static CASES: [Case<RpingArgs>; 4] = [
+    Case {
+        name: "loopback-address",
+        summary: "the client resolves 127.0.0.1 instead of the RDMA device's address",
+        side: Side::Client,
+        rule: "the CM finds the device, port and route from the IP address. On RoCE the route\n\
+               must leave through the netdev the RDMA device sits on; 127.0.0.1 is on `lo`,\n\
+               which carries no RDMA device, so route resolution fails (ENODEV on rxe)",
+        code: "src/breakit/rdma_cm.rs: the client's address is 127.0.0.1; the correct one is -a,\n\
+               resolved in steps/10_rdma_cm.rs (new)",
+        fix: "give -a the address of the RDMA device's netdev (192.0.2.1 in the lab VM), on both\n\
+              sides; `rdma link show` names the netdev, `ip -br addr` its address",
+        run: loopback_address,
+    },
+    Case {
+        name: "no-listener",
+        summary: "the client connects to -p + 1, where nobody listens",
+        side: Side::Client,
+        rule: "a connection request goes to the CM of the peer's device, which hands it to the\n\
+               id listening on that port. With none, the peer's CM answers with a reject, and\n\
+               the client's id gets RDMA_CM_EVENT_REJECTED with the reason as its status",
+        code: "src/breakit/rdma_cm.rs: the client's port is -p + 1; the correct one is -p",
+        fix: "start the server first, and give both sides the same -a and -p",
+        run: no_listener,
+    },
+    Case {
+        name: "start-without-remote-read",
+        summary: "the client registers its source buffer without IBV_ACCESS_REMOTE_READ",
+        side: Side::Client,
+        rule: "an RDMA READ needs the target MR's permission, granted at ibv_reg_mr with\n\
+               IBV_ACCESS_REMOTE_READ. Without it the target's device answers the read with a\n\
+               remote access error NAK: the reader's READ completes in error, and its QP, like\n\
+               the target's, goes to the error state",
+        code: "src/breakit/rdma_cm.rs: the start buffer's access lacks REMOTE_READ; the correct\n\
+               flags are in steps/10_rdma_cm.rs (start_access)",
+        fix: "register a buffer a peer reads with IBV_ACCESS_REMOTE_READ",
+        run: start_without_remote_read,
+    },
+    Case {
+        name: "no-responder-resources",
+        summary: "the client connects with responder_resources = 0 and initiator_depth = 0",
+        side: Side::Client,
+        rule: "an RDMA READ takes a responder resource at the target (max_dest_rd_atomic) and\n\
+               a slot of initiator depth at the reader (max_rd_atomic) while in flight. The CM\n\
+               sets both from the connection parameters: the server, accepting with NULL, takes\n\
+               the client's responder_resources as its initiator depth. With 0, the server's\n\
+               QP may have no READ outstanding at all",
+        code: "src/breakit/rdma_cm.rs: rdma_conn_param with 0 and 0; the correct values are\n\
+               rping_conn_param's 1 and 1 (src/stages/rdma_cm.rs)",
+        fix: "offer at least one responder resource (and initiator depth) in rdma_connect's\n\
+              rdma_conn_param when the peer will READ from you",
+        run: no_responder_resources,
+    },
+];
+
+/// Step 10's body, with the client's address, source buffer access and connection
+/// parameters as given.
+fn rping(args: &RpingArgs, addr: SocketAddr, start_access: ibv_access_flags, param: rdma_conn_param) -> Result<()> {
+    let opts = PingOptions {
+        count: args.count,
+        size: args.size,
+        verbose: args.verbose,
+        validate: args.validate,
+        timeout: args.timeout,
+    };
+    let ep = if args.server { listen(addr, args.timeout)? } else { resolve(addr, args.timeout)? };
+    let mut conn = setup_qp(&ep, args.size, (!args.server).then_some(start_access))?;
+    if args.server {
+        accept(&ep, &conn, args.timeout)?;
+        ping_server(&ep, &mut conn, opts)?;
+    } else {
+        connect(&ep, &conn, &param, args.timeout)?;
+        ping_client(&mut conn, opts)?;
+    }
+    disconnect(&ep, &conn, !args.server, args.timeout)
+}
+
+fn rping_access() -> ibv_access_flags {
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE
+}
+
+fn loopback_address(args: &RpingArgs) -> Result<()> {
+    let addr = args.sockaddr()?;
+    let client_addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port());
+    rping(args, if args.server { addr } else { client_addr }, rping_access(), rping_conn_param())
+}
+
+fn no_listener(args: &RpingArgs) -> Result<()> {
+    let addr = args.sockaddr()?;
+    let client_addr = SocketAddr::new(addr.ip(), addr.port().wrapping_add(1));
+    rping(args, if args.server { addr } else { client_addr }, rping_access(), rping_conn_param())
+}
+
+fn start_without_remote_read(args: &RpingArgs) -> Result<()> {
+    rping(args, args.sockaddr()?, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, rping_conn_param())
+}
+
+fn no_responder_resources(args: &RpingArgs) -> Result<()> {
+    let param = rdma_conn_param { responder_resources: 0, initiator_depth: 0, ..rping_conn_param() };
+    rping(args, args.sockaddr()?, rping_access(), param)
+}

@@ -1,0 +1,667 @@
+//! Stage 10: connect with the connection manager, and RDMA READ — `rping` taken apart.
+//!
+//! C reference: none in `rc_pingpong.c`, which connects by hand. The program is rdma-core's
+//! `librdmacm/examples/rping.c` (Debian's `rping`, package `rdmacm-utils`):
+//! `rping_bind_server` / `rping_bind_client` and `rping_cma_event_handler` (the CM),
+//! `rping_setup_qp` and `rping_setup_buffers` (the verbs objects), `rping_accept` /
+//! `rping_connect_client`, `rping_test_server` / `rping_test_client` (the ping loop),
+//! `rping_disconnect` and `rping_free_*` (teardown). Step 10 speaks its protocol, so either
+//! side may be `rping`.
+//!
+//! **What the CM does.** Stages 05 and 06 needed a TCP socket to swap QP numbers, PSNs and
+//! GIDs, and three `ibv_modify_qp` calls whose attributes we chose. With rdma_cm, the IP
+//! address is the only thing a program names: `rdma_resolve_addr` finds the device and port
+//! whose netdev reaches it (and the GID for it), `rdma_resolve_route` the path (on RoCE: the
+//! neighbour's MAC, the path MTU of the netdev), and `rdma_connect` sends a *ConnectRequest*
+//! — a management datagram to the peer's QP1, carrying our QPN, starting PSN, and how many
+//! RDMA READs we accept and issue at once. The server's `rdma_accept` answers with a
+//! *ConnectReply*; the client's library moves its QP to RTR and RTS and sends *ReadyToUse*.
+//! The QP transitions are librdmacm's, in user space, with the attributes `rdma_init_qp_attr`
+//! returns: [`show_cm_transitions`] prints them next to the masks stages 04–06 set by hand.
+//!
+//! **Why iWARP needs it.** On iWARP the connection is a TCP connection, set up by the
+//! kernel's iWARP CM, which hands the QP its socket: there is no RTR a program could reach
+//! with its own `ibv_modify_qp`. RoCE and InfiniBand let a program connect by hand; iWARP
+//! does not, so portable programs use rdma_cm.
+//!
+//! **RDMA READ.** The server reads the client's buffer: one-sided, like 09's WRITE, but the
+//! data flows to the *initiator*. A READ needs the target's MR registered with
+//! `IBV_ACCESS_REMOTE_READ`, and *responder resources* at the target (`max_dest_rd_atomic`,
+//! which the CM sets from `responder_resources`) and initiator depth at the reader
+//! (`max_rd_atomic`, from `initiator_depth`): READs in flight take an entry each, because the
+//! responder must remember every one until its response has been acknowledged.
+//!
+//! **The ping.** Each iteration: the client SENDs `{addr, rkey, size}` of its source buffer
+//! (16 bytes, big-endian: [`RpingInfo`]); the server RDMA READs that buffer and SENDs a
+//! "go ahead"; the client SENDs `{addr, rkey, size}` of its sink buffer; the server RDMA
+//! WRITEs what it read into it and SENDs "go ahead" again. With `-V` the client compares
+//! sink and source.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::poll::{
+    check_wc, trace_wc, wait_for,
+    Awaited::{Recv, Send},
+    MAX_NAP,
+};
+use crate::stages::modify_qp_rtr::RTR_MASK;
+use crate::stages::modify_qp_rts::RTS_MASK;
+use crate::stages::reg_mr::reg_mr;
+use crate::trace::{self, Hex64, Key};
+use crate::verbs::cm::sys::{
+    RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_CONNECT_REQUEST, RDMA_CM_EVENT_DISCONNECTED, RDMA_CM_EVENT_ESTABLISHED,
+    RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_ROUTE_RESOLVED,
+};
+use crate::verbs::{
+    self, ibv_access_flags, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_send_wr_rdma,
+    ibv_send_wr_wr, ibv_sge, ibv_wc, names, rdma_conn_param, CmEvent, CmId, Context, Cq, EventChannel, Mr, Pd, Qp,
+    IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS,
+    IBV_QPT_RC, IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_SEND,
+};
+
+/// rping's send queue depth (`RPING_SQ_DEPTH`); its CQ has twice as many entries.
+pub const RPING_SQ_DEPTH: u32 = 16;
+/// rping's timeout for address and route resolution, in milliseconds.
+pub const RESOLVE_TIMEOUT_MS: i32 = 2000;
+/// rping's listen backlog.
+pub const BACKLOG: i32 = 3;
+/// `wr_id` of a SEND of a [`RpingInfo`] or a "go ahead".
+pub const SEND_WRID: u64 = 1;
+/// `wr_id` of the one receive rping keeps posted.
+pub const RECV_WRID: u64 = 2;
+/// `wr_id` of the server's RDMA READ.
+pub const READ_WRID: u64 = 3;
+/// `wr_id` of the server's RDMA WRITE.
+pub const WRITE_WRID: u64 = 4;
+
+/// `struct rping_rdma_info`: where a buffer is and how to reach it — 16 bytes on the wire,
+/// every field big-endian (`htobe64`/`htobe32`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpingInfo {
+    /// The buffer's virtual address in the sender's process.
+    pub addr: u64,
+    /// The rkey of the MR it lies in.
+    pub rkey: u32,
+    /// Its size in bytes (rping's `-S`).
+    pub size: u32,
+}
+
+impl RpingInfo {
+    /// Its size on the wire.
+    pub const LEN: usize = 16;
+
+    /// The 16 bytes rping sends.
+    pub fn to_bytes(self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.addr.to_be_bytes());
+        b[8..12].copy_from_slice(&self.rkey.to_be_bytes());
+        b[12..].copy_from_slice(&self.size.to_be_bytes());
+        b
+    }
+
+    /// Reads what rping sent.
+    pub fn from_bytes(b: &[u8; 16]) -> Self {
+        RpingInfo {
+            addr: u64::from_be_bytes(b[..8].try_into().expect("8 bytes")),
+            rkey: u32::from_be_bytes(b[8..12].try_into().expect("4 bytes")),
+            size: u32::from_be_bytes(b[12..].try_into().expect("4 bytes")),
+        }
+    }
+}
+
+/// The ping data of iteration `ping` (from 0) at `size` bytes, as `rping_test_client` writes
+/// it: `"rdma-ping-%d: "` (cut short by `snprintf` if the buffer is), then letters from
+/// `'A' + ping % 58` upwards, wrapping from `'z'` (122) to `'A'` (65), and a NUL last.
+pub fn ping_data(ping: u32, size: usize) -> Vec<u8> {
+    let prefix = format!("rdma-ping-{ping}: ").into_bytes();
+    let mut buf = vec![0u8; size];
+    let copied = prefix.len().min(size.saturating_sub(1));
+    buf[..copied].copy_from_slice(&prefix[..copied]);
+    let mut c = 65 + (ping % 58) as u8;
+    for b in buf.iter_mut().skip(prefix.len()) {
+        *b = c;
+        c = if c >= 122 { 65 } else { c + 1 };
+    }
+    if let Some(last) = buf.last_mut() {
+        *last = 0;
+    }
+    buf
+}
+
+/// The text of a NUL-terminated ping buffer, as rping's `printf("%s")` shows it.
+fn c_string(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// An event channel and the id that connects; on the server, the listening id as well.
+/// Fields drop in order: the connection's id, the listener, then the channel.
+pub struct Endpoint {
+    /// The connection's id: the client's own, or the server's child id of the request.
+    pub id: Rc<CmId>,
+    /// The server's listening id.
+    pub listen: Option<Rc<CmId>>,
+    /// Where the CM reports every event of both.
+    pub channel: Rc<EventChannel>,
+}
+
+/// The verbs objects of a connection, rping's `struct rping_cb` minus the CM: the QP first,
+/// so that it is destroyed first.
+pub struct Conn {
+    /// The QP, created and moved by the CM.
+    pub qp: Qp,
+    /// The one CQ of both queues (rping's, without its completion channel: we poll).
+    pub cq: Rc<Cq>,
+    /// Where each [`RpingInfo`] (or "go ahead") lands: `recv_buf`.
+    pub recv: Mr,
+    /// What each SEND carries: `send_buf` (no access: only the local HCA reads it).
+    pub send: Mr,
+    /// The server's READ target and WRITE source; the client's sink: `rdma_buf`.
+    pub rdma: Mr,
+    /// The client's source, which the server reads: `start_buf`.
+    pub start: Option<Mr>,
+    /// The PD, on the device the CM chose.
+    pub pd: Rc<Pd>,
+    /// That device's context, librdmacm's.
+    pub ctx: Rc<Context>,
+}
+
+// ANCHOR: stage
+/// Server: an event channel, an id bound to `addr` and listening, then the first
+/// connection request, whose new id ("child") the connection will use.
+/// (`rping_bind_server`, then the CONNECT_REQUEST case of `rping_cma_event_handler`.)
+pub fn listen(addr: SocketAddr, timeout: Duration) -> Result<Endpoint> {
+    let channel = EventChannel::create()?;
+    let listen = CmId::create(&channel, "listen")?;
+    listen.bind_addr(addr).map_err(|e| explain_bind(e, addr))?;
+    trace::event("rdma_bind_addr").kv("id", listen.name()).kv("addr", addr).emit();
+    listen.listen(BACKLOG)?;
+    trace::event("rdma_listen").kv("id", listen.name()).kv("backlog", BACKLOG).emit();
+    let mut ep = Endpoint { id: Rc::clone(&listen), listen: Some(listen), channel };
+    let request = await_event(&ep, RDMA_CM_EVENT_CONNECT_REQUEST, timeout)?;
+    ep.id = request.new_id.ok_or_else(|| Error::new("rdma_get_cm_event").cause("a CONNECT_REQUEST without an id"))?;
+    Ok(ep)
+}
+
+/// Client: an event channel, an id, and `addr` resolved to a device and a route.
+/// (`rping_bind_client`, and the ADDR_RESOLVED case of `rping_cma_event_handler`.)
+pub fn resolve(addr: SocketAddr, timeout: Duration) -> Result<Endpoint> {
+    let channel = EventChannel::create()?;
+    let id = CmId::create(&channel, "client")?;
+    let ep = Endpoint { id, listen: None, channel };
+    ep.id.resolve_addr(addr, RESOLVE_TIMEOUT_MS)?;
+    trace::event("rdma_resolve_addr")
+        .kv("id", ep.id.name())
+        .kv("dst", addr)
+        .kv("timeout_ms", RESOLVE_TIMEOUT_MS)
+        .emit();
+    await_event(&ep, RDMA_CM_EVENT_ADDR_RESOLVED, timeout)?;
+    ep.id.resolve_route(RESOLVE_TIMEOUT_MS).map_err(|e| explain_route(e, addr))?;
+    trace::event("rdma_resolve_route").kv("id", ep.id.name()).kv("timeout_ms", RESOLVE_TIMEOUT_MS).emit();
+    await_event(&ep, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout)?;
+    Ok(ep)
+}
+
+/// The PD, CQ, QP and buffers on the device the CM bound `ep.id` to, and the first receive
+/// posted (`rping_setup_qp`, `rping_setup_buffers`, the first `ibv_post_recv`). The client
+/// registers its source buffer with `start_access`: rping's is
+/// `LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE`.
+pub fn setup_qp(ep: &Endpoint, size: u32, start_access: Option<ibv_access_flags>) -> Result<Conn> {
+    let ctx = Context::of_cm_id(&ep.id)?;
+    trace::event("cm_id->verbs")
+        .kv("id", ep.id.name())
+        .kv("device", ctx.name())
+        .kv("port_num", ep.id.port_num())
+        .emit();
+    let pd = Pd::alloc(&ctx)?;
+    let cq = Cq::create(&ctx, (RPING_SQ_DEPTH * 2) as i32, None, 0)?;
+    let init_attr = ibv_qp_init_attr {
+        send_cq: cq.as_ptr(),
+        recv_cq: cq.as_ptr(),
+        cap: ibv_qp_cap {
+            max_send_wr: RPING_SQ_DEPTH,
+            max_recv_wr: 2,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..Default::default()
+        },
+        qp_type: IBV_QPT_RC,
+        ..Default::default()
+    };
+    // ANCHOR: create_qp
+    let qp = Qp::create_cm(&ep.id, &pd, &cq, init_attr)?;
+    trace_state(&qp, "after rdma_create_qp")?;
+    // ANCHOR_END: create_qp
+    let recv = reg_mr(&pd, RpingInfo::LEN, IBV_ACCESS_LOCAL_WRITE)?;
+    let send = reg_mr(&pd, RpingInfo::LEN, ibv_access_flags(0))?;
+    let remote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    let rdma = reg_mr(&pd, size as usize, remote)?;
+    let start = start_access.map(|access| reg_mr(&pd, size as usize, access)).transpose()?;
+    let conn = Conn { qp, cq, recv, send, rdma, start, pd, ctx };
+    post_recv(&conn)?;
+    Ok(conn)
+}
+
+/// rping's connection parameters (`rping_init_conn_param`): one READ in flight each way,
+/// and the largest retry counts.
+pub fn rping_conn_param() -> rdma_conn_param {
+    rdma_conn_param {
+        private_data: std::ptr::null(),
+        private_data_len: 0,
+        responder_resources: 1,
+        initiator_depth: 1,
+        flow_control: 0,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        srq: 0,
+        qp_num: 0,
+    }
+}
+
+// ANCHOR: connect
+/// Client: `rdma_connect` with `param`, then ESTABLISHED: by then librdmacm has moved the
+/// QP to RTR and RTS on the ConnectReply and sent ReadyToUse (`rping_connect_client`).
+pub fn connect(ep: &Endpoint, conn: &Conn, param: &rdma_conn_param, timeout: Duration) -> Result<()> {
+    trace::event("rdma_connect")
+        .kv("id", ep.id.name())
+        .kv("responder_resources", param.responder_resources)
+        .kv("initiator_depth", param.initiator_depth)
+        .kv("retry_count", param.retry_count)
+        .kv("rnr_retry_count", param.rnr_retry_count)
+        .emit();
+    ep.id.connect(param)?;
+    await_event(ep, RDMA_CM_EVENT_ESTABLISHED, timeout)?;
+    trace_state(&conn.qp, "after ESTABLISHED")
+}
+
+/// Server: `rdma_accept(id, NULL)` — librdmacm moves the QP to RTR and RTS *before* it
+/// sends the ConnectReply — then ESTABLISHED, when the client's ReadyToUse arrives
+/// (`rping_accept`).
+pub fn accept(ep: &Endpoint, conn: &Conn, timeout: Duration) -> Result<()> {
+    ep.id.accept()?;
+    trace::event("rdma_accept").kv("id", ep.id.name()).kv("conn_param", "NULL").emit();
+    trace_state(&conn.qp, "after rdma_accept")?;
+    await_event(ep, RDMA_CM_EVENT_ESTABLISHED, timeout)?;
+    Ok(())
+}
+// ANCHOR_END: connect
+
+// ANCHOR: transitions
+/// What the CM did to the QP: for INIT, RTR and RTS, the attributes and mask
+/// `rdma_init_qp_attr` gives (those librdmacm passed to `ibv_modify_qp`, but for
+/// `max_dest_rd_atomic` and `max_rd_atomic`, which it sets from the negotiated responder
+/// resources and initiator depth), each mask compared with the one stages 04–06 set.
+pub fn show_cm_transitions(id: &CmId) -> Result<()> {
+    // Stage 04's RESET→INIT mask, as create_qp writes it.
+    let init_mask = ibv_qp_attr_mask(
+        verbs::IBV_QP_STATE.0 | verbs::IBV_QP_PKEY_INDEX.0 | verbs::IBV_QP_PORT.0 | verbs::IBV_QP_ACCESS_FLAGS.0,
+    );
+    for (state, ours, stage) in
+        [(IBV_QPS_INIT, init_mask, "04"), (IBV_QPS_RTR, RTR_MASK, "05"), (IBV_QPS_RTS, RTS_MASK, "06")]
+    {
+        let (attr, mask) = id.init_qp_attr(state)?;
+        trace::event("rdma_init_qp_attr")
+            .kv("id", id.name())
+            .kv("qp_state", format!("IBV_QPS_{}", names::state_name(state)))
+            .emit();
+        for (flag, fields) in names::mask_fields(&attr, mask) {
+            let mut line = trace::detail(flag);
+            for (key, value) in fields {
+                line = line.kv(key, value);
+            }
+            line.emit();
+        }
+        let flags = |m: u32| -> String {
+            let names: Vec<&str> = names::mask_fields(&attr, ibv_qp_attr_mask(m)).into_iter().map(|(f, _)| f).collect();
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join("|")
+            }
+        };
+        trace::detail(&format!("vs stage {stage}"))
+            .kv("cm_only", flags(mask.0 & !ours.0))
+            .kv("stage_only", flags(ours.0 & !mask.0))
+            .emit();
+    }
+    Ok(())
+}
+// ANCHOR_END: transitions
+
+/// What a ping loop did, for the closing line.
+pub struct Pings {
+    /// Iterations completed.
+    pub count: u32,
+    /// How long they took.
+    pub elapsed: Duration,
+}
+
+/// How a side runs the loop: `-C`, `-S`, `-v`, `-V` and `--timeout`.
+#[derive(Debug, Clone, Copy)]
+pub struct PingOptions {
+    /// Pings to do (client); 0 for no end.
+    pub count: u32,
+    /// Bytes per ping.
+    pub size: u32,
+    /// Print each ping's data.
+    pub verbose: bool,
+    /// Check each ping's data.
+    pub validate: bool,
+    /// The longest wait for any one completion or event.
+    pub timeout: Duration,
+}
+
+// ANCHOR: client
+/// Client: `count` pings (`rping_test_client`). The first is traced, the rest are not.
+pub fn ping_client(conn: &mut Conn, opts: PingOptions) -> Result<Pings> {
+    let start_time = Instant::now();
+    let mut mute = None;
+    let mut ping = 0;
+    while opts.count == 0 || ping < opts.count {
+        let data = ping_data(ping, opts.size as usize);
+        let start =
+            conn.start.as_mut().ok_or_else(|| Error::new("ping_client").cause("the client has no start buffer"))?;
+        start.write(0, &data);
+        let source = RpingInfo { addr: start.addr(), rkey: start.rkey(), size: opts.size };
+        send_info(conn, source, opts.timeout)?;
+        let sink = RpingInfo { addr: conn.rdma.addr(), rkey: conn.rdma.rkey(), size: opts.size };
+        send_info(conn, sink, opts.timeout)?;
+        let back = conn.rdma.read(0, opts.size as usize);
+        if opts.validate && back != data {
+            return Err(Error::new(format!("validating ping {ping}"))
+                .cause("what the server wrote back differs from what it read: data mismatch (rping's words)"));
+        }
+        if opts.verbose {
+            println!("ping data: {}", c_string(&back));
+        }
+        ping += 1;
+        mute.get_or_insert_with(trace::mute);
+    }
+    drop(mute);
+    Ok(Pings { count: ping, elapsed: start_time.elapsed() })
+}
+
+/// Client: SENDs `info`, then waits for the SEND to complete and the server's "go ahead".
+fn send_info(conn: &mut Conn, info: RpingInfo, timeout: Duration) -> Result<()> {
+    conn.send.write(0, &info.to_bytes());
+    trace::event("rping_info").kv("addr", Hex64(info.addr)).kv("rkey", Key(info.rkey)).kv("size", info.size).emit();
+    post_send(conn)?;
+    wait_for(&conn.cq, &[Send(SEND_WRID), Recv(RECV_WRID)], timeout)?;
+    post_recv(conn)
+}
+// ANCHOR_END: client
+
+// ANCHOR: server
+/// Server: serves pings until the client disconnects (`rping_test_server`).
+pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<Pings> {
+    let start_time = Instant::now();
+    let mut mute = None;
+    let mut ping = 0;
+    while let Some(source) = await_info(ep, conn, opts.timeout)? {
+        rdma(conn, IBV_WR_RDMA_READ, READ_WRID, source, source.size, opts.timeout)?;
+        let read = conn.rdma.read(0, source.size as usize);
+        if opts.validate && read != ping_data(ping, source.size as usize) {
+            return Err(Error::new(format!("validating ping {ping}"))
+                .cause("what the RDMA READ brought is not rping's ping data for this iteration"));
+        }
+        if opts.verbose {
+            println!("server ping data: {}", c_string(&read));
+        }
+        go_ahead(conn, opts.timeout)?;
+        let sink = await_info(ep, conn, opts.timeout)?
+            .ok_or_else(|| Error::new("rdma_get_cm_event").cause("the client disconnected in the middle of a ping"))?;
+        // rping writes the string it read, up to its NUL: strlen + 1 bytes.
+        let len = read.iter().position(|&b| b == 0).map_or(read.len(), |n| n + 1) as u32;
+        rdma(conn, IBV_WR_RDMA_WRITE, WRITE_WRID, sink, len, opts.timeout)?;
+        go_ahead(conn, opts.timeout)?;
+        ping += 1;
+        mute.get_or_insert_with(trace::mute);
+    }
+    drop(mute);
+    Ok(Pings { count: ping, elapsed: start_time.elapsed() })
+}
+
+/// Server: an RDMA READ from (or WRITE to) the client's buffer `info`, of `len` bytes of
+/// our `rdma_buf`, and its completion.
+fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout: Duration) -> Result<()> {
+    if len as usize > conn.rdma.len() {
+        return Err(Error::new("the client's ping")
+            .cause(format!(
+                "the client's buffer is {len} bytes, ours {}: rping reads the client's whole buffer into its own",
+                conn.rdma.len()
+            ))
+            .fix("give both sides the same -S"));
+    }
+    let list = ibv_sge { addr: conn.rdma.addr(), length: len, lkey: conn.rdma.lkey() };
+    let mut wr = ibv_send_wr {
+        wr_id,
+        opcode,
+        send_flags: IBV_SEND_SIGNALED.0,
+        wr: ibv_send_wr_wr { rdma: ibv_send_wr_rdma { remote_addr: info.addr, rkey: info.rkey } },
+        ..Default::default()
+    };
+    conn.qp.post_send(&mut wr, &[list], &conn.rdma)?;
+    trace::event("ibv_post_send")
+        .kv("wr_id", wr_id)
+        .kv("opcode", if opcode == IBV_WR_RDMA_READ { "IBV_WR_RDMA_READ" } else { "IBV_WR_RDMA_WRITE" })
+        .kv("sge.length", len)
+        .kv("wr.rdma.remote_addr", Hex64(info.addr))
+        .kv("wr.rdma.rkey", Key(info.rkey))
+        .emit();
+    wait_for(&conn.cq, &[Send(wr_id)], timeout)
+}
+
+/// Server: SENDs "go ahead" (rping's `send_buf`, which the server never fills: 16 zeros).
+fn go_ahead(conn: &Conn, timeout: Duration) -> Result<()> {
+    post_send(conn)?;
+    wait_for(&conn.cq, &[Send(SEND_WRID)], timeout)
+}
+
+/// Server: the client's next [`RpingInfo`], or `None` once the client has disconnected.
+/// Polls the CQ and, between empty polls, the CM's channel.
+fn await_info(ep: &Endpoint, conn: &Conn, timeout: Duration) -> Result<Option<RpingInfo>> {
+    let deadline = Instant::now() + timeout;
+    let mut wc = [verbs::WC_ZERO; 1];
+    let mut nap = Duration::from_millis(1);
+    loop {
+        if conn.cq.poll(&mut wc)? == 1 {
+            check_wc(&wc[0])?;
+            trace_wc(&wc[0]);
+            return received_info(conn, &wc[0]).map(Some);
+        }
+        if ep.channel.ready(Duration::ZERO)? {
+            let event = next_event(ep)?;
+            if event.kind == RDMA_CM_EVENT_DISCONNECTED {
+                return Ok(None);
+            }
+            return Err(unexpected(&event, "the client's next message, or DISCONNECTED"));
+        }
+        if Instant::now() > deadline {
+            return Err(Error::new("ibv_poll_cq")
+                .cause(format!("no message from the client and no CM event within {} s", timeout.as_secs())));
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(MAX_NAP);
+    }
+}
+
+/// Checks a received message the way rping's `server_recv` does, reads it, and posts the
+/// next receive.
+fn received_info(conn: &Conn, wc: &ibv_wc) -> Result<RpingInfo> {
+    if wc.wr_id() != RECV_WRID || wc.len() != RpingInfo::LEN {
+        return Err(Error::new("ibv_poll_cq").cause(format!(
+            "expected the client's 16-byte rping_rdma_info, got wr_id {} of {} bytes (rping: \"Received bogus data\")",
+            wc.wr_id(),
+            wc.len()
+        )));
+    }
+    let bytes: [u8; 16] = conn.recv.read(0, RpingInfo::LEN).try_into().expect("16 bytes");
+    let info = RpingInfo::from_bytes(&bytes);
+    trace::event("rping_info").kv("addr", Hex64(info.addr)).kv("rkey", Key(info.rkey)).kv("size", info.size).emit();
+    post_recv(conn)?;
+    Ok(info)
+}
+// ANCHOR_END: server
+
+/// Posts rping's one receive: 16 bytes into `recv_buf`.
+fn post_recv(conn: &Conn) -> Result<()> {
+    let list = ibv_sge { addr: conn.recv.addr(), length: RpingInfo::LEN as u32, lkey: conn.recv.lkey() };
+    let mut wr = ibv_recv_wr { wr_id: RECV_WRID, ..Default::default() };
+    conn.qp.post_recv(&mut wr, &[list], &conn.recv)?;
+    trace::event("ibv_post_recv").kv("wr_id", RECV_WRID).kv("sge.length", list.length).emit();
+    Ok(())
+}
+
+/// SENDs the 16 bytes of `send_buf`.
+fn post_send(conn: &Conn) -> Result<()> {
+    let list = ibv_sge { addr: conn.send.addr(), length: RpingInfo::LEN as u32, lkey: conn.send.lkey() };
+    let mut wr =
+        ibv_send_wr { wr_id: SEND_WRID, opcode: IBV_WR_SEND, send_flags: IBV_SEND_SIGNALED.0, ..Default::default() };
+    conn.qp.post_send(&mut wr, &[list], &conn.send)?;
+    trace::event("ibv_post_send")
+        .kv("wr_id", SEND_WRID)
+        .kv("opcode", "IBV_WR_SEND")
+        .kv("sge.length", list.length)
+        .emit();
+    Ok(())
+}
+
+// ANCHOR: disconnect
+/// `rdma_disconnect`: librdmacm moves the QP to ERR (the posted receive is flushed) and the
+/// CM sends a DisconnectRequest. The side that disconnects first then waits for its
+/// DISCONNECTED event (the peer's DisconnectReply); the other got it already.
+pub fn disconnect(ep: &Endpoint, conn: &Conn, first: bool, timeout: Duration) -> Result<()> {
+    ep.id.disconnect()?;
+    trace::event("rdma_disconnect").kv("id", ep.id.name()).emit();
+    trace_state(&conn.qp, "after rdma_disconnect")?;
+    if first {
+        await_event(ep, RDMA_CM_EVENT_DISCONNECTED, timeout)?;
+    }
+    Ok(())
+}
+// ANCHOR_END: disconnect
+// ANCHOR_END: stage
+
+/// The closing line: rc_pingpong's `iters … usec/iter` line, for rping's loop.
+pub fn print_pings(p: &Pings) {
+    let usec = p.elapsed.as_secs_f64() * 1e6;
+    trace::line(format_args!(
+        "{} iters in {:.2} seconds = {:.2} usec/iter",
+        p.count,
+        usec / 1e6,
+        if p.count == 0 { 0.0 } else { usec / f64::from(p.count) }
+    ));
+}
+
+/// Traces the QP's state as the device reports it: the CM moves it without telling us.
+fn trace_state(qp: &Qp, when: &str) -> Result<()> {
+    let state = qp.query_state()?;
+    trace::event("ibv_query_qp")
+        .kv("qp_state", format!("IBV_QPS_{}", names::state_name(state)))
+        .kv("when", when)
+        .emit();
+    Ok(())
+}
+
+/// The next CM event, traced.
+fn next_event(ep: &Endpoint) -> Result<CmEvent> {
+    let ids: Vec<&CmId> = [Some(&ep.id), ep.listen.as_ref()].into_iter().flatten().map(|id| &**id).collect();
+    let event = ep.channel.get_event(&ids)?;
+    let mut line =
+        trace::event("rdma_get_cm_event").kv("id", event.id).kv("event", &event.name).kv("status", event.status);
+    if matches!(event.kind, RDMA_CM_EVENT_CONNECT_REQUEST | RDMA_CM_EVENT_ESTABLISHED) {
+        line = line
+            .kv("responder_resources", event.conn.responder_resources)
+            .kv("initiator_depth", event.conn.initiator_depth);
+    }
+    line.emit();
+    Ok(event)
+}
+
+/// Waits at most `timeout` for the next CM event, which must be `want`.
+fn await_event(ep: &Endpoint, want: u32, timeout: Duration) -> Result<CmEvent> {
+    if !ep.channel.ready(timeout)? {
+        return Err(Error::new("rdma_get_cm_event")
+            .cause(format!("no CM event within {} s (waiting for {})", timeout.as_secs(), verbs::cm::event_name(want)))
+            .fix("start the other side (the server first); check -a and -p on both"));
+    }
+    let event = next_event(ep)?;
+    if event.kind != want {
+        return Err(unexpected(&event, &verbs::cm::event_name(want)));
+    }
+    Ok(event)
+}
+
+/// An event other than the one awaited, explained.
+fn unexpected(event: &CmEvent, wanted: &str) -> Error {
+    let err =
+        Error::new(format!("rdma_get_cm_event: {} (status {}) while waiting for {wanted}", event.name, event.status));
+    match event.kind {
+        RDMA_CM_EVENT_REJECTED => {
+            let reason = reject_reason(event.status);
+            err.cause(format!(
+                "the peer's CM rejected the connection request, reason {} ({reason}): {}",
+                event.status,
+                if event.status == 8 {
+                    "no one listens on that address and port (an InfiniBand CM names a listener by \
+                     service ID, made of the port space and port: none matched)"
+                } else {
+                    "see the reason"
+                }
+            ))
+            .fix("start the server first, on the same -a and -p")
+        }
+        RDMA_CM_EVENT_DISCONNECTED => err.cause("the peer disconnected").fix("read the peer's output"),
+        _ => err.cause("see the status: a negative errno or the transport's reason"),
+    }
+}
+
+/// The InfiniBand CM's reject reasons (IBTA vol. 1, table "REJ reason codes") a student
+/// meets; a RoCE CM uses the same table.
+fn reject_reason(status: i32) -> &'static str {
+    match status {
+        1 => "no QP",
+        2 => "no EE context",
+        3 => "no resources",
+        4 => "timeout",
+        5 => "unsupported request",
+        6 => "invalid communication ID",
+        7 => "invalid communication instance",
+        8 => "invalid service ID",
+        9 => "invalid transport type",
+        10 => "stale connection",
+        28 => "consumer-defined reject",
+        _ => "see the REJ reason codes",
+    }
+}
+
+/// `rdma_bind_addr`'s failures, explained.
+fn explain_bind(err: Error, addr: SocketAddr) -> Error {
+    match err.errno() {
+        Some(libc::EADDRINUSE) => err
+            .cause(format!("another CM id listens on port {} already (an rping -s, a server of ours)", addr.port()))
+            .fix("stop it, or pick another -p on both sides"),
+        Some(libc::EADDRNOTAVAIL) | Some(libc::ENODEV) => err
+            .cause(format!("{} is not an address of this machine's RDMA devices' netdevs", addr.ip()))
+            .fix("give the address of the RDMA device's netdev (rdma link show; ip -br addr): 192.0.2.1 in the lab VM"),
+        _ => err,
+    }
+}
+
+/// `rdma_resolve_route`'s failures, explained: the loopback pitfall first.
+fn explain_route(err: Error, addr: SocketAddr) -> Error {
+    if err.errno() == Some(libc::ENODEV) && addr.ip().is_loopback() {
+        return err
+            .cause(format!(
+                "{} is the loopback address: rdma_resolve_addr bound the id to a device only because the \
+                 kernel picks one for loopback, but the route is through `lo`, which is no RDMA device's \
+                 netdev (on RoCE the route must leave through the device's own netdev)",
+                addr.ip()
+            ))
+            .fix("use the address of the RDMA device's netdev, on both sides: -a 192.0.2.1 in the lab VM");
+    }
+    err
+}
