@@ -249,8 +249,10 @@ lab_copy_unsigned() {
 lab_prepare_initramfs() {
     local want key stage m lab_dir=${lab_dir:?the sourcing script sets lab_dir}
     # crc32_generic first: rdma_rxe asks the crypto API for "crc32", and the accelerated
-    # variant needs a CPU flag that TCG's qemu64 model lacks.
-    want=(virtio_pci virtio_net virtio_console 9pnet_virtio 9p overlay crc32_generic rdma_rxe)
+    # variant needs a CPU flag that TCG's qemu64 model lacks. rdma_ucm gives user space the
+    # connection manager (/dev/infiniband/rdma_cm, step 10's rdma_cm and rping); nothing
+    # loads it on demand.
+    want=(virtio_pci virtio_net virtio_console 9pnet_virtio 9p overlay crc32_generic rdma_rxe rdma_ucm)
     key=$( { cat "$lab_dir/guest-init" "$lab_dir/common.sh"; echo "$LAB_KDIR ${want[*]}"; dpkg-query -W -f='${Version}' busybox-static; } \
         | sha256sum | cut -c1-16)
     LAB_INITRAMFS=$LAB_CACHE/initramfs-$key.cpio

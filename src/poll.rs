@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::link;
 use crate::trace::{self, Key};
-use crate::verbs::{self, ibv_wc, names, Cq, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND};
+use crate::verbs::{
+    self, ibv_wc, names, Cq, IBV_WC_RDMA_READ, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND,
+};
 
 /// The longest nap of [`wait_for`] between two empty polls: how late, at most, it notices
 /// a completion that it is waiting for (nothing it waits for is timed).
@@ -264,6 +266,7 @@ pub fn trace_wc(wc: &ibv_wc) {
         IBV_WC_SEND => "IBV_WC_SEND",
         IBV_WC_RECV => "IBV_WC_RECV",
         IBV_WC_RDMA_WRITE => "IBV_WC_RDMA_WRITE",
+        IBV_WC_RDMA_READ => "IBV_WC_RDMA_READ",
         IBV_WC_RECV_RDMA_WITH_IMM => "IBV_WC_RECV_RDMA_WITH_IMM",
         _ => "other",
     };

@@ -8,9 +8,10 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use super::{Case, Side};
+use super::Case;
 use crate::cli::RpingArgs;
 use crate::error::Result;
+use crate::role::Role;
 use crate::stages::rdma_cm::{
     accept, connect, disconnect, listen, ping_client, ping_server, resolve, rping_conn_param, setup_qp, PingOptions,
 };
@@ -23,7 +24,7 @@ pub static CASES: [Case<RpingArgs>; 4] = [
     Case {
         name: "loopback-address",
         summary: "the client resolves 127.0.0.1 instead of the RDMA device's address",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "the CM finds the device, port and route from the IP address. On RoCE the route\n\
                must leave through the netdev the RDMA device sits on; 127.0.0.1 is on `lo`,\n\
                which carries no RDMA device, so route resolution fails (ENODEV on rxe)",
@@ -36,7 +37,7 @@ pub static CASES: [Case<RpingArgs>; 4] = [
     Case {
         name: "no-listener",
         summary: "the client connects to -p + 1, where nobody listens",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "a connection request goes to the CM of the peer's device, which hands it to the\n\
                id listening on that port. With none, the peer's CM answers with a reject, and\n\
                the client's id gets RDMA_CM_EVENT_REJECTED with the reason as its status",
@@ -47,7 +48,7 @@ pub static CASES: [Case<RpingArgs>; 4] = [
     Case {
         name: "start-without-remote-read",
         summary: "the client registers its source buffer without IBV_ACCESS_REMOTE_READ",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "an RDMA READ needs the target MR's permission, granted at ibv_reg_mr with\n\
                IBV_ACCESS_REMOTE_READ. Without it the target's device answers the read with a\n\
                remote access error NAK: the reader's READ completes in error, and its QP, like\n\
@@ -60,7 +61,7 @@ pub static CASES: [Case<RpingArgs>; 4] = [
     Case {
         name: "no-responder-resources",
         summary: "the client connects with responder_resources = 0 and initiator_depth = 0",
-        side: Side::Client,
+        by: Some(Role::Client),
         rule: "an RDMA READ takes a responder resource at the target (max_dest_rd_atomic) and\n\
                a slot of initiator depth at the reader (max_rd_atomic) while in flight. The CM\n\
                sets both from the connection parameters: the server, accepting with NULL, takes\n\

@@ -15,7 +15,7 @@ use clap::{ArgGroup, Args};
 
 use super::values::parse_timeout;
 use super::StepArgs;
-use crate::exchange::Role;
+use crate::role::Role;
 
 /// rping's smallest `-S`: `RPING_MIN_BUFSIZE`, `sizeof(stringify(INT_MAX)) +
 /// sizeof("rdma-ping-%d: ")`. rping.c includes no `<limits.h>`, so `INT_MAX` stays the
@@ -113,6 +113,6 @@ impl StepArgs for RpingArgs {
         )
     }
     fn peer_role(&self) -> Option<Role> {
-        Some(if self.server { Role::Server } else { Role::Client { host: self.addr.clone() } })
+        Some(if self.server { Role::Server } else { Role::Client })
     }
 }

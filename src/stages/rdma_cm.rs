@@ -59,7 +59,7 @@ use crate::verbs::{
     self, ibv_access_flags, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_send_wr_rdma,
     ibv_send_wr_wr, ibv_sge, ibv_wc, names, rdma_conn_param, CmEvent, CmId, Context, Cq, EventChannel, Mr, Pd, Qp,
     IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS,
-    IBV_QPT_RC, IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_SEND,
+    IBV_QPT_RC, IBV_QP_MAX_QP_RD_ATOMIC, IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_SEND,
 };
 
 /// rping's send queue depth (`RPING_SQ_DEPTH`); its CQ has twice as many entries.
@@ -400,7 +400,17 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
     let start_time = Instant::now();
     let mut mute = None;
     let mut ping = 0;
-    while let Some(source) = await_info(ep, conn, opts.timeout)? {
+    loop {
+        // From the second ping on, the last "go ahead" of the one before is in flight.
+        let source = match await_info(ep, conn, ping > 0, opts.timeout)? {
+            Ok(info) => info,
+            Err(disconnected) => {
+                // The loop's trace is muted after the first ping; the end is not.
+                drop(mute.take());
+                trace_event(ep, &disconnected);
+                break;
+            }
+        };
         rdma(conn, IBV_WR_RDMA_READ, READ_WRID, source, source.size, opts.timeout)?;
         let read = conn.rdma.read(0, source.size as usize);
         if opts.validate && read != ping_data(ping, source.size as usize) {
@@ -410,13 +420,13 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
         if opts.verbose {
             println!("server ping data: {}", c_string(&read));
         }
-        go_ahead(conn, opts.timeout)?;
-        let sink = await_info(ep, conn, opts.timeout)?
-            .ok_or_else(|| Error::new("rdma_get_cm_event").cause("the client disconnected in the middle of a ping"))?;
+        post_send(conn)?;
+        let sink = await_info(ep, conn, true, opts.timeout)?
+            .map_err(|event| unexpected(&event, "the client's sink buffer"))?;
         // rping writes the string it read, up to its NUL: strlen + 1 bytes.
         let len = read.iter().position(|&b| b == 0).map_or(read.len(), |n| n + 1) as u32;
         rdma(conn, IBV_WR_RDMA_WRITE, WRITE_WRID, sink, len, opts.timeout)?;
-        go_ahead(conn, opts.timeout)?;
+        post_send(conn)?;
         ping += 1;
         mute.get_or_insert_with(trace::mute);
     }
@@ -444,39 +454,64 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
         ..Default::default()
     };
     conn.qp.post_send(&mut wr, &[list], &conn.rdma)?;
+    let read = opcode == IBV_WR_RDMA_READ;
     trace::event("ibv_post_send")
         .kv("wr_id", wr_id)
-        .kv("opcode", if opcode == IBV_WR_RDMA_READ { "IBV_WR_RDMA_READ" } else { "IBV_WR_RDMA_WRITE" })
+        .kv("opcode", if read { "IBV_WR_RDMA_READ" } else { "IBV_WR_RDMA_WRITE" })
         .kv("sge.length", len)
         .kv("wr.rdma.remote_addr", Hex64(info.addr))
         .kv("wr.rdma.rkey", Key(info.rkey))
         .emit();
-    wait_for(&conn.cq, &[Send(wr_id)], timeout)
+    wait_for(&conn.cq, &[Send(wr_id)], timeout).map_err(|err| match conn.qp.query(IBV_QP_MAX_QP_RD_ATOMIC) {
+        // A READ that never completes on a QP that may have none in flight was never sent.
+        Ok(attr) if read && err.errno().is_none() && attr.max_rd_atomic == 0 => Error::new("RDMA READ")
+            .cause(
+                "this QP's max_rd_atomic is 0: it may have no RDMA READ in flight, so the READ waits to be \
+             sent and never is (rxe queues it; the spec leaves such a post undefined). The CM set 0 from \
+             the initiator depth of the connection: the client offered no responder resources",
+            )
+            .fix("connect with responder_resources ≥ 1 on the side that is read from (rping: 1)"),
+        _ => err,
+    })
 }
 
-/// Server: SENDs "go ahead" (rping's `send_buf`, which the server never fills: 16 zeros).
-fn go_ahead(conn: &Conn, timeout: Duration) -> Result<()> {
-    post_send(conn)?;
-    wait_for(&conn.cq, &[Send(SEND_WRID)], timeout)
-}
-
-/// Server: the client's next [`RpingInfo`], or `None` once the client has disconnected.
-/// Polls the CQ and, between empty polls, the CM's channel.
-fn await_info(ep: &Endpoint, conn: &Conn, timeout: Duration) -> Result<Option<RpingInfo>> {
+/// Server: the completion of the "go ahead" SEND (rping's `send_buf`, which the server
+/// never fills: 16 zeros) in flight when `go_ahead` is set, and the client's next
+/// [`RpingInfo`]; or, once the client has disconnected, the DISCONNECTED event (not yet
+/// traced: the loop may be muted). Polls the CQ and, between empty polls, the CM's channel.
+///
+/// The two completions wait together because either may come first: the client may SEND
+/// its next message as soon as our "go ahead" lands, before its acknowledgement reaches
+/// us. They are traced in one order, as [`wait_for`] does.
+fn await_info(ep: &Endpoint, conn: &Conn, go_ahead: bool, timeout: Duration) -> Result<Result<RpingInfo, CmEvent>> {
     let deadline = Instant::now() + timeout;
     let mut wc = [verbs::WC_ZERO; 1];
+    let (mut sent, mut received) = (None, None);
     let mut nap = Duration::from_millis(1);
     loop {
         if conn.cq.poll(&mut wc)? == 1 {
             check_wc(&wc[0])?;
-            trace_wc(&wc[0]);
-            return received_info(conn, &wc[0]).map(Some);
+            match wc[0].wr_id() {
+                SEND_WRID if go_ahead && sent.is_none() => sent = Some(wc[0]),
+                RECV_WRID if received.is_none() => received = Some(wc[0]),
+                other => {
+                    return Err(Error::new("ibv_poll_cq").cause(format!("completion for unexpected wr_id {other}")))
+                }
+            }
+            if let (true, Some(recv)) = (sent.is_some() || !go_ahead, received) {
+                sent.iter().for_each(trace_wc);
+                trace_wc(&recv);
+                return received_info(conn, &recv).map(Ok);
+            }
+            continue;
         }
         if ep.channel.ready(Duration::ZERO)? {
-            let event = next_event(ep)?;
-            if event.kind == RDMA_CM_EVENT_DISCONNECTED {
-                return Ok(None);
+            let event = ep.channel.get_event(&ep.ids())?;
+            if event.kind == RDMA_CM_EVENT_DISCONNECTED && received.is_none() {
+                sent.iter().for_each(trace_wc);
+                return Ok(Err(event));
             }
+            trace_event(ep, &event);
             return Err(unexpected(&event, "the client's next message, or DISCONNECTED"));
         }
         if Instant::now() > deadline {
@@ -558,7 +593,7 @@ pub fn print_pings(p: &Pings) {
 
 /// Traces the QP's state as the device reports it: the CM moves it without telling us.
 fn trace_state(qp: &Qp, when: &str) -> Result<()> {
-    let state = qp.query_state()?;
+    let state = qp.query(verbs::IBV_QP_STATE)?.qp_state;
     trace::event("ibv_query_qp")
         .kv("qp_state", format!("IBV_QPS_{}", names::state_name(state)))
         .kv("when", when)
@@ -566,19 +601,26 @@ fn trace_state(qp: &Qp, when: &str) -> Result<()> {
     Ok(())
 }
 
-/// The next CM event, traced.
-fn next_event(ep: &Endpoint) -> Result<CmEvent> {
-    let ids: Vec<&CmId> = [Some(&ep.id), ep.listen.as_ref()].into_iter().flatten().map(|id| &**id).collect();
-    let event = ep.channel.get_event(&ids)?;
+impl Endpoint {
+    /// The ids an event may be about.
+    fn ids(&self) -> Vec<&CmId> {
+        [Some(&self.id), self.listen.as_ref()].into_iter().flatten().map(|id| &**id).collect()
+    }
+}
+
+/// Traces a CM event: which id, which event, its status; for a connection request (the
+/// client's offer) and the client's ESTABLISHED (the server's answer, from its
+/// ConnectReply), the READs each side will take.
+fn trace_event(ep: &Endpoint, event: &CmEvent) {
     let mut line =
         trace::event("rdma_get_cm_event").kv("id", event.id).kv("event", &event.name).kv("status", event.status);
-    if matches!(event.kind, RDMA_CM_EVENT_CONNECT_REQUEST | RDMA_CM_EVENT_ESTABLISHED) {
+    let client = ep.listen.is_none();
+    if event.kind == RDMA_CM_EVENT_CONNECT_REQUEST || (client && event.kind == RDMA_CM_EVENT_ESTABLISHED) {
         line = line
             .kv("responder_resources", event.conn.responder_resources)
             .kv("initiator_depth", event.conn.initiator_depth);
     }
     line.emit();
-    Ok(event)
 }
 
 /// Waits at most `timeout` for the next CM event, which must be `want`.
@@ -588,7 +630,8 @@ fn await_event(ep: &Endpoint, want: u32, timeout: Duration) -> Result<CmEvent> {
             .cause(format!("no CM event within {} s (waiting for {})", timeout.as_secs(), verbs::cm::event_name(want)))
             .fix("start the other side (the server first); check -a and -p on both"));
     }
-    let event = next_event(ep)?;
+    let event = ep.channel.get_event(&ep.ids())?;
+    trace_event(ep, &event);
     if event.kind != want {
         return Err(unexpected(&event, &verbs::cm::event_name(want)));
     }

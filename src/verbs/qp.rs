@@ -101,16 +101,19 @@ impl Qp {
         Ok(qp)
     }
 
-    /// `ibv_query_qp(qp, &attr, IBV_QP_STATE, &init_attr)`: the state the QP is really in —
-    /// for a QP the CM moves behind our back.
-    pub fn query_state(&self) -> Result<ffi::ibv_qp_state::Type> {
+    /// `ibv_query_qp(qp, &attr, mask, &init_attr)`: the attributes of `mask` as the QP has
+    /// them now — for a QP the CM moves behind our back. A query of `IBV_QP_STATE` also
+    /// updates [`Qp::state`].
+    pub fn query(&self, mask: ibv_qp_attr_mask) -> Result<ibv_qp_attr> {
         let mut attr = ibv_qp_attr::default();
         let mut init_attr = ibv_qp_init_attr::default();
         // SAFETY: raw is live; both out-pointers are valid.
-        let rc = unsafe { ffi::ibv_query_qp(self.raw.as_ptr(), &mut attr, IBV_QP_STATE.0 as i32, &mut init_attr) };
-        check("ibv_query_qp(IBV_QP_STATE)", rc)?;
-        self.state.set(attr.qp_state);
-        Ok(attr.qp_state)
+        let rc = unsafe { ffi::ibv_query_qp(self.raw.as_ptr(), &mut attr, mask.0 as i32, &mut init_attr) };
+        check("ibv_query_qp", rc)?;
+        if mask.0 & IBV_QP_STATE.0 != 0 {
+            self.state.set(attr.qp_state);
+        }
+        Ok(attr)
     }
 
     /// The QP number, chosen by the device; the peer needs it as its `dest_qp_num`.

@@ -13,6 +13,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use rdma_dissect::role::Role;
+
+pub mod cm;
 use regex::Regex;
 
 /// The project's directory (this crate is `testkit/` in it).
@@ -492,11 +494,13 @@ impl Picks {
 type Values = Vec<(Kind, String)>;
 
 fn picked(trace: &str) -> Values {
-    static PICKED: OnceLock<[(Regex, &[Kind]); 3]> = OnceLock::new();
+    static PICKED: OnceLock<[(Regex, &[Kind]); 4]> = OnceLock::new();
     let rules = PICKED.get_or_init(|| {
         [
-            (Regex::new(r"(?m)^ibv_create_qp .*\bqp_num=(0x[0-9a-f]{6})").unwrap(), &[Kind::Qpn][..]),
+            (Regex::new(r"(?m)^(?:ibv|rdma)_create_qp .*\bqp_num=(0x[0-9a-f]{6})").unwrap(), &[Kind::Qpn][..]),
             (Regex::new(r"(?m)^  (?:local address|loopback): .*\bPSN (0x[0-9a-f]{6})").unwrap(), &[Kind::Psn][..]),
+            // The PSN the CM chose (step 10 prints what rdma_init_qp_attr gives for RTS).
+            (Regex::new(r"(?m)^  IBV_QP_SQ_PSN +sq_psn=(0x[0-9a-f]{6})").unwrap(), &[Kind::Psn][..]),
             (
                 Regex::new(r"(?m)^ibv_reg_mr +addr=(0x[0-9a-f]{16}) .*\blkey=(0x[0-9a-f]{8}) rkey=(0x[0-9a-f]{8})")
                     .unwrap(),

@@ -12,4 +12,5 @@ mod break_it;
 mod c_pingpong;
 mod interop;
 mod memcheck;
+mod rping;
 mod steps;

@@ -13,6 +13,7 @@
 use rdma_dissect::role::Role;
 use testkit as common;
 
+use common::cm::{cm_addr, redact_cm, run_cm_pair};
 use common::{
     args, assert_ok, book_output, device, device_args, device_lock, redact, run, run_pair, snapshots, stdout, tcp_port,
     Picks,
@@ -94,4 +95,31 @@ fn step_08_poll_cq() {
 #[test]
 fn step_09_rdma_write() {
     pair("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"));
+}
+
+/// Step 10 (roles `cm`): our server and our client over rdma_cm, on the device's address:
+/// `steps__<bin>-server.snap` and `steps__<bin>-client.snap`.
+fn cm(bin: &str, program: &str) {
+    let _device = device_lock();
+    let common = args(&["-a", &cm_addr(), "-p", &tcp_port().to_string(), "-V"]);
+    let server = [args(&["-s"]), common.clone()].concat();
+    let client = [args(&["-c", "-C", "3"]), common].concat();
+    let (s, c) = run_cm_pair(program, &server, program, &client);
+    assert_ok(&format!("{bin} server"), &s);
+    assert_ok(&format!("{bin} client"), &c);
+    let (s, c) = (stdout(&s), stdout(&c));
+    let run = Picks::pair(&s, &c);
+    let server_text = redact_cm(&s, Some(Role::Server), &run, device());
+    let client_text = redact_cm(&c, Some(Role::Client), &run, device());
+    snapshots(|| {
+        insta::assert_snapshot!(format!("steps__{bin}-server"), server_text);
+        insta::assert_snapshot!(format!("steps__{bin}-client"), client_text);
+    });
+    book_output("steps", &format!("{bin}-server"), &s);
+    book_output("steps", &format!("{bin}-client"), &c);
+}
+
+#[test]
+fn step_10_rdma_cm() {
+    cm("10_rdma_cm", env!("CARGO_BIN_EXE_10_rdma_cm"));
 }

@@ -1,0 +1,66 @@
+//! Step 10's runs. rdma_cm speaks IP: both sides take the server's address (`-a`), which
+//! must be the RDMA device's own, and a client that connects before the server's id
+//! listens is rejected, not refused-and-retried, so it starts only once the kernel lists a
+//! listening CM id on the port. rping (Debian's `rdmacm-utils`) runs the same way.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+
+use super::{device, redact, spawn, wait, Device, Picks, Role, TIMEOUT};
+
+/// Debian's rping, the peer step 10 speaks to.
+pub const RPING: &str = "rping";
+
+/// The IPv4 address behind the chosen GID (`::ffff:a.b.c.d`, the RoCE v2 GID of an IPv4
+/// address): the device's netdev address, which step 10 and rping take as `-a`.
+pub fn cm_addr() -> String {
+    let gid = device().gid().to_string();
+    gid.strip_prefix("::ffff:")
+        .unwrap_or_else(|| panic!("GID {gid} (RDMA_GID_INDEX) is not an IPv4 address's RoCE v2 GID: rdma_cm needs one"))
+        .to_string()
+}
+
+/// True when a CM id listens on `addr:port` (`rdma resource show cm_id`: `state LISTEN …
+/// src-addr ADDR:PORT`).
+fn cm_listening(addr: &str, port: u16) -> bool {
+    let Ok(out) = Command::new("rdma").args(["resource", "show", "cm_id"]).output() else { return false };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.contains("state LISTEN") && l.contains(&format!("src-addr {addr}:{port} ")))
+}
+
+/// Runs a server and a client of step 10 or rping (bounded by [`TIMEOUT`]): the client once
+/// the server's id listens on `-a`:`-p`.
+pub fn run_cm_pair(server: &str, server_args: &[String], client: &str, client_args: &[String]) -> (Output, Output) {
+    let deadline = Instant::now() + TIMEOUT;
+    let value = |flag: &str| server_args.iter().position(|a| a == flag).and_then(|i| server_args.get(i + 1));
+    let addr = value("-a").expect("the server's -a").clone();
+    let port = value("-p").and_then(|p| p.parse().ok()).unwrap_or(7174);
+    let s = spawn(server, server_args);
+    while !cm_listening(&addr, port) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let c = spawn(client, client_args);
+    let client_out = wait(c, "client", deadline);
+    let server_out = wait(s, "server", deadline);
+    (server_out, client_out)
+}
+
+/// [`redact`] for step 10, with what only the CM shows: the address and port of the run
+/// (`192.0.2.1:21000` → `[CM_ADDR]:[CM_PORT]`), and the path MTU the CM took from the
+/// netdev (`path_mtu=[ACTIVE_MTU]`, where stage 05's is the `-m` flag).
+pub fn redact_cm(text: &str, role: Option<Role>, run: &Picks, dev: &Device) -> String {
+    let text = redact(text, role, run, dev);
+    let addr = Regex::new(&format!(r"\b{}(:\d+)?\b", regex::escape(&cm_addr()))).unwrap();
+    let text = addr.replace_all(&text, |c: &regex::Captures| {
+        if c.get(1).is_some() {
+            "[CM_ADDR]:[CM_PORT]".to_string()
+        } else {
+            "[CM_ADDR]".to_string()
+        }
+    });
+    let mtu = format!("path_mtu={}", dev.fact("active_mtu"));
+    text.replace(&mtu, "path_mtu=[ACTIVE_MTU]")
+}

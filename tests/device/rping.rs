@@ -1,0 +1,69 @@
+//! Interoperability with Debian's `rping` (rdma-core's `librdmacm/examples/rping.c`,
+//! package `rdmacm-utils`): our `10_rdma_cm` against it in both roles, with rping's own
+//! flags, at more than one size and count, validated on both sides (`-V`).
+//!
+//! rping's client with `-V` compares what came back with what it sent; ours as server
+//! with `-V` checks that what it READ is rping's ping data for that iteration; rping's
+//! client with `-v` prints one `ping data:` line per iteration, which proves the count.
+//! rping's server reports its end on stderr (`server DISCONNECT EVENT...`) and exits 0:
+//! for rping, the exit status is the verdict.
+
+use testkit as common;
+
+use std::process::Output;
+
+use common::cm::{cm_addr, run_cm_pair, RPING};
+use common::{args, assert_ok, device_lock, stdout, tcp_port};
+
+const OURS: &str = env!("CARGO_BIN_EXE_10_rdma_cm");
+
+/// The runs: (`-S`, `-C`).
+const RUNS: [(u32, u32); 2] = [(64, 10), (4096, 25)];
+
+fn flags(role: &str, size: u32, count: u32, port: u16) -> Vec<String> {
+    args(&[role, "-a", &cm_addr(), "-p", &port.to_string(), "-S", &size.to_string(), "-C", &count.to_string(), "-V"])
+}
+
+fn rping_ok(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({})\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        stdout(out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Our trace's closing line says `count` pings were done.
+fn ours_did(what: &str, out: &Output, count: u32) {
+    let text = stdout(out);
+    assert!(text.contains(&format!("\n{count} iters in ")), "{what}: not {count} pings:\n{text}");
+}
+
+#[test]
+fn our_server_with_rping_client() {
+    let _device = device_lock();
+    for (size, count) in RUNS {
+        let port = tcp_port();
+        let mut client = flags("-c", size, count, port);
+        client.push("-v".into());
+        let (s, c) = run_cm_pair(OURS, &flags("-s", size, count, port), RPING, &client);
+        rping_ok(&format!("rping -c -S {size} -C {count}"), &c);
+        assert_ok(&format!("10_rdma_cm -s -S {size}"), &s);
+        ours_did("10_rdma_cm -s", &s, count);
+        let lines = stdout(&c).lines().filter(|l| l.starts_with("ping data: rdma-ping-")).count();
+        assert_eq!(lines, count as usize, "rping -c -v: one ping data line per ping:\n{}", stdout(&c));
+    }
+}
+
+#[test]
+fn our_client_with_rping_server() {
+    let _device = device_lock();
+    for (size, count) in RUNS {
+        let port = tcp_port();
+        let (s, c) = run_cm_pair(RPING, &flags("-s", size, count, port), OURS, &flags("-c", size, count, port));
+        assert_ok(&format!("10_rdma_cm -c -S {size} -C {count}"), &c);
+        rping_ok(&format!("rping -s -S {size}"), &s);
+        ours_did("10_rdma_cm -c", &c, count);
+    }
+}
