@@ -29,7 +29,8 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 # The lab VM runs the host's own binaries (its root filesystem is the host's), so the RDMA
 # userspace — libibverbs, the rxe provider, the C tools we compare against — is installed
 # on the host in every case.
-#   RDMA_PACKAGES   the verbs library and provider, ibv_devinfo/ibv_rc_pingpong, `rdma`
+#   RDMA_PACKAGES   the verbs library and provider, ibv_devinfo/ibv_rc_pingpong, `rdma`;
+#                   librdmacm's header (step 10 links it) and rping (its peer)
 #   BUILD_PACKAGES  ibverbs-sys configures rdma-core's headers with cmake (whose
 #                   CMakeLists wants python3) and runs bindgen (libclang) at build
 #                   time; libibverbs-dev brings libnl
@@ -37,7 +38,7 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 #                   xz and zstd to unpack Debian 12's and 13's kernels
 #   TEST_PACKAGES   only the tests: tshark (two_hosts), perftest (lab/bench, interop),
 #                   valgrind (memcheck), chromium (the book's DOM test), shellcheck
-RDMA_PACKAGES=(rdma-core ibverbs-utils ibverbs-providers libibverbs-dev iproute2)
+RDMA_PACKAGES=(rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev rdmacm-utils iproute2)
 BUILD_PACKAGES=(gcc make cmake pkg-config libclang-dev python3)
 VM_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils zstd)
 TEST_PACKAGES=(tshark perftest valgrind chromium shellcheck)
@@ -60,8 +61,9 @@ lab_log() { [ "${verbose:-0}" = 1 ] && echo "lab: $*" >&2; return 0; }
 
 # The steps, in order, from steps/list.txt (the project's one list of them: its header says
 # what the columns mean). Fills LAB_STEPS with every step's bin name, LAB_STEPS_ALONE with
-# those that run as one process (01–04) and LAB_STEPS_PAIR with those that run as a server
-# and a client (05–09). Arrays rather than lines to read back: set -e does not see a failure
+# those that run as one process (01–04), LAB_STEPS_PAIR with those that run as a server
+# and a client with rc_pingpong's flags (05–09), and LAB_STEPS_CM with those that connect
+# with rdma_cm and take rping's (10). Arrays rather than lines to read back: set -e does not see a failure
 # inside `for step in $(…)` or `< <(…)`, and a list that could not be read must not pass for
 # an empty one. The third column, the step a step is built on, is for the book's diffs
 # (`cargo xtask book`, through testkit); here it only has to name a step listed before.
@@ -69,13 +71,14 @@ lab_steps() {
     local list bin roles base rest
     list=$(dirname "${BASH_SOURCE[0]}")/../steps/list.txt
     if ! [ -r "$list" ]; then echo "lab: cannot read $list, the list of steps" >&2; return 1; fi
-    LAB_STEPS=() LAB_STEPS_ALONE=() LAB_STEPS_PAIR=()
+    LAB_STEPS=() LAB_STEPS_ALONE=() LAB_STEPS_PAIR=() LAB_STEPS_CM=()
     while read -r bin roles base rest || [ -n "$bin" ]; do
         case $bin in '' | '#'*) continue ;; esac
         case $roles in
             alone) LAB_STEPS_ALONE+=("$bin") ;;
             pair) LAB_STEPS_PAIR+=("$bin") ;;
-            *) echo "lab: $list: step $bin: roles '$roles', not alone or pair" >&2; return 1 ;;
+            cm) LAB_STEPS_CM+=("$bin") ;;
+            *) echo "lab: $list: step $bin: roles '$roles', not alone, pair or cm" >&2; return 1 ;;
         esac
         if [ -n "$rest" ]; then echo "lab: $list: step $bin: more than three columns" >&2; return 1; fi
         if [ -n "$base" ] && [[ " ${LAB_STEPS[*]} " != *" $base "* ]]; then
@@ -85,6 +88,19 @@ lab_steps() {
         LAB_STEPS+=("$bin")
     done <"$list"
     if [ ${#LAB_STEPS[@]} = 0 ]; then echo "lab: $list lists no step" >&2; return 1; fi
+}
+
+# The IPv4 address behind GID index $2 of device $1 (port 1): the RoCE v2 GID of an IPv4
+# address is ::ffff:a.b.c.d, and rdma_cm (step 10, rping) takes that address as -a.
+lab_cm_addr() {
+    local gid
+    gid=$(cat "/sys/class/infiniband/$1/ports/1/gids/$2") || return 1
+    case $gid in
+        0000:0000:0000:0000:0000:ffff:*) ;;
+        *) echo "lab: GID $2 of $1 ($gid) is not an IPv4 address's: give RDMA_GID_INDEX of one" >&2; return 1 ;;
+    esac
+    gid=${gid//:/}
+    printf '%d.%d.%d.%d\n' "0x${gid:24:2}" "0x${gid:26:2}" "0x${gid:28:2}" "0x${gid:30:2}"
 }
 
 # Installs the missing packages (default: the lab VM's) when we are root, as CI and the

@@ -26,20 +26,22 @@ pub const RPING_MAX_SIZE: u32 = 64 * 1024 - 1;
 
 /// `rping`'s flags (step 10).
 #[derive(Args, Debug, Clone, PartialEq, Eq)]
-#[command(group(ArgGroup::new("role").required(true).args(["server", "client"])))]
+// One of -s and -c, and -a, are required — but not by `--break help`, which lists the
+// cases without running one (step::Cli adds `--break`).
+#[command(group(ArgGroup::new("role").args(["server", "client"])))]
 pub struct RpingArgs {
     /// Server side: listen on -a's address and port, serve one client
     #[arg(short = 's')]
     pub server: bool,
 
     /// Client side: connect to the server at -a
-    #[arg(short = 'c')]
+    #[arg(short = 'c', required_unless_present_any = ["server", "break"])]
     pub client: bool,
 
     /// Address: the server's (on both sides). On RoCE, an address of the RDMA device's
     /// netdev (192.0.2.1 in the lab VM), not 127.0.0.1
-    #[arg(short = 'a', value_name = "ADDR", required = true)]
-    pub addr: String,
+    #[arg(short = 'a', value_name = "ADDR", required_unless_present = "break")]
+    pub addr: Option<String>,
 
     /// Port (the server listens on it, the client connects to it)
     #[arg(short = 'p', value_name = "PORT", default_value = "7174", value_parser = parse_cm_port)]
@@ -70,8 +72,9 @@ pub struct RpingArgs {
 impl RpingArgs {
     /// `-a`/`-p` as a socket address (rping's `getaddrinfo`: a name or a numeric address).
     pub fn sockaddr(&self) -> crate::error::Result<SocketAddr> {
-        (self.addr.as_str(), self.port).to_socket_addrs().ok().and_then(|mut addrs| addrs.next()).ok_or_else(|| {
-            crate::error::Error::new(format!("resolving -a {}", self.addr))
+        let addr = self.addr.as_deref().unwrap_or_default();
+        (addr, self.port).to_socket_addrs().ok().and_then(|mut addrs| addrs.next()).ok_or_else(|| {
+            crate::error::Error::new(format!("resolving -a {addr}"))
                 .cause("it is neither an IPv4/IPv6 address nor a name this machine resolves")
                 .fix("give the server's IP address, e.g. -a 192.0.2.1 in the lab VM")
         })

@@ -466,8 +466,8 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
         // A READ that never completes on a QP that may have none in flight was never sent.
         Ok(attr) if read && err.errno().is_none() && attr.max_rd_atomic == 0 => Error::new("RDMA READ")
             .cause(
-                "this QP's max_rd_atomic is 0: it may have no RDMA READ in flight, so the READ waits to be \
-             sent and never is (rxe queues it; the spec leaves such a post undefined). The CM set 0 from \
+                "this QP's max_rd_atomic is 0: it may have no RDMA READ in flight, so this READ is never \
+             sent (rxe keeps it in the send queue, waiting for a slot). The CM set 0 from \
              the initiator depth of the connection: the client offered no responder resources",
             )
             .fix("connect with responder_resources ≥ 1 on the side that is read from (rping: 1)"),

@@ -16,7 +16,12 @@ pub const RPING: &str = "rping";
 /// The IPv4 address behind the chosen GID (`::ffff:a.b.c.d`, the RoCE v2 GID of an IPv4
 /// address): the device's netdev address, which step 10 and rping take as `-a`.
 pub fn cm_addr() -> String {
-    let gid = device().gid().to_string();
+    addr_of(device())
+}
+
+/// The IPv4 address behind `dev`'s chosen GID (see [`cm_addr`]).
+fn addr_of(dev: &Device) -> String {
+    let gid = dev.gid().to_string();
     gid.strip_prefix("::ffff:")
         .unwrap_or_else(|| panic!("GID {gid} (RDMA_GID_INDEX) is not an IPv4 address's RoCE v2 GID: rdma_cm needs one"))
         .to_string()
@@ -48,18 +53,21 @@ pub fn run_cm_pair(server: &str, server_args: &[String], client: &str, client_ar
     (server_out, client_out)
 }
 
-/// [`redact`] for step 10, with what only the CM shows: the address and port of the run
-/// (`192.0.2.1:21000` → `[CM_ADDR]:[CM_PORT]`), and the path MTU the CM took from the
-/// netdev (`path_mtu=[ACTIVE_MTU]`, where stage 05's is the `-m` flag).
+/// [`redact`] for step 10, then [`redact_cm_values`].
 pub fn redact_cm(text: &str, role: Option<Role>, run: &Picks, dev: &Device) -> String {
-    let text = redact(text, role, run, dev);
-    let addr = Regex::new(&format!(r"\b{}(:\d+)?\b", regex::escape(&cm_addr()))).unwrap();
-    let text = addr.replace_all(&text, |c: &regex::Captures| {
-        if c.get(1).is_some() {
-            "[CM_ADDR]:[CM_PORT]".to_string()
-        } else {
-            "[CM_ADDR]".to_string()
-        }
+    redact_cm_values(&redact(text, role, run, dev), dev)
+}
+
+/// What only the CM shows, in a text [`redact`] has seen: the run's address and port
+/// (`192.0.2.1:21000` → `[CM_ADDR]:[CM_PORT]`; any other IPv4 address keeps its address,
+/// `127.0.0.1:[CM_PORT]`), and the path MTU the CM took from the netdev
+/// (`path_mtu=[ACTIVE_MTU]`, where stage 05's is the `-m` flag).
+pub fn redact_cm_values(text: &str, dev: &Device) -> String {
+    let own = addr_of(dev);
+    let addr = Regex::new(r"\b(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(:\d+)?\b").unwrap();
+    let text = addr.replace_all(text, |c: &regex::Captures| {
+        let ip = if c[1] == own { "[CM_ADDR]" } else { &c[1] };
+        format!("{ip}{}", if c.get(2).is_some() { ":[CM_PORT]" } else { "" })
     });
     let mtu = format!("path_mtu={}", dev.fact("active_mtu"));
     text.replace(&mtu, "path_mtu=[ACTIVE_MTU]")

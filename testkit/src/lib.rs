@@ -826,8 +826,11 @@ pub fn listening(port: u16) -> bool {
 pub struct Step {
     /// `NN_name`: the `[[bin]]`, `steps/NN_name.rs` and `book/src/NN_name.md`.
     pub bin: String,
-    /// Runs as a server and a client (05–09), not as one process.
+    /// Runs as a server and a client (05–10), not as one process.
     pub pair: bool,
+    /// Connects with rdma_cm and takes rping's flags (10, roles `cm`), not the TCP exchange
+    /// and rc_pingpong's.
+    pub cm: bool,
     /// The step this one is built on, for the book's "what changed" diff (`cargo xtask
     /// book`): the third column, else the previous step; None for the first.
     pub base: Option<String>,
@@ -855,12 +858,13 @@ pub fn steps() -> Vec<Step> {
         let (bin, roles, base) = match line.split_whitespace().collect::<Vec<_>>()[..] {
             [bin, roles] => (bin, roles, None),
             [bin, roles, base] => (bin, roles, Some(base)),
-            _ => panic!("{}: `{line}`: want `NN_name alone|pair [BASE]`", path.display()),
+            _ => panic!("{}: `{line}`: want `NN_name alone|pair|cm [BASE]`", path.display()),
         };
-        let pair = match roles {
-            "alone" => false,
-            "pair" => true,
-            _ => panic!("{}: `{line}`: the roles are `alone` or `pair`", path.display()),
+        let (pair, cm) = match roles {
+            "alone" => (false, false),
+            "pair" => (true, false),
+            "cm" => (true, true),
+            _ => panic!("{}: `{line}`: the roles are `alone`, `pair` or `cm`", path.display()),
         };
         let numbered = bin.len() > 3 && bin[..2].bytes().all(|b| b.is_ascii_digit()) && bin.as_bytes()[2] == b'_';
         assert!(numbered, "{}: `{bin}` is not named NN_name", path.display());
@@ -872,7 +876,7 @@ pub fn steps() -> Vec<Step> {
             );
         }
         let base = base.map(str::to_string).or_else(|| steps.last().map(|s| s.bin.clone()));
-        steps.push(Step { bin: bin.to_string(), pair, base });
+        steps.push(Step { bin: bin.to_string(), pair, cm, base });
     }
     assert!(!steps.is_empty(), "{} lists no step", path.display());
     steps

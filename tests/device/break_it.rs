@@ -13,6 +13,7 @@ use testkit as common;
 
 use std::process::Output;
 
+use common::cm::{cm_addr, redact_cm_values, run_cm_pair};
 use common::{
     args, book_output, device, device_args, device_lock, redact_sections, run, run_pair, snapshots, stdout, tcp_port,
     Picks,
@@ -36,8 +37,9 @@ fn status(out: &Output) -> String {
     }
 }
 
-/// Checks one case's outcome and records its two snapshots.
-fn check<A>(bin: &str, case: &Case<A>, runs: &[Run]) {
+/// Checks one case's outcome and records its two snapshots; `cm`: also hides what only
+/// step 10 prints (`redact_cm_values`).
+fn check<A>(bin: &str, case: &Case<A>, runs: &[Run], cm: bool) {
     let mut failed = false;
     for run in runs {
         let err = String::from_utf8_lossy(&run.out.stderr);
@@ -80,8 +82,15 @@ fn check<A>(bin: &str, case: &Case<A>, runs: &[Run]) {
         [server, client] => Picks::pair(&stdout(server.out), &stdout(client.out)),
         _ => unreachable!("one process or a server and a client"),
     };
-    let (errors_text, traces_text) =
-        (redact_sections(&errors, &picked, device()), redact_sections(&traces, &picked, device()));
+    let redacted = |text: &str| {
+        let text = redact_sections(text, &picked, device());
+        if cm {
+            redact_cm_values(&text, device())
+        } else {
+            text
+        }
+    };
+    let (errors_text, traces_text) = (redacted(&errors), redacted(&traces));
     snapshots(|| {
         insta::assert_snapshot!(format!("break_it__{bin}-{}", case.name), errors_text);
         insta::assert_snapshot!(format!("break_it__{bin}-{}-trace", case.name), traces_text);
@@ -97,7 +106,7 @@ fn alone<A>(bin: &str, program: &str, cases: &[Case<A>]) {
         let mut a = device_args();
         a.extend(args(&["--break", case.name]));
         let out = run(program, &a);
-        check(bin, case, &[Run { label: "alone", out: &out }]);
+        check(bin, case, &[Run { label: "alone", out: &out }], false);
     }
 }
 
@@ -110,7 +119,28 @@ fn pair(bin: &str, program: &str, cases: &[Case<rdma_dissect::cli::PingpongArgs>
         let mut client = server.clone();
         client.push("127.0.0.1".into());
         let (s, c) = run_pair(program, &server, program, &client);
-        check(bin, case, &[Run { label: "server", out: &s }, Run { label: "client", out: &c }]);
+        check(bin, case, &[Run { label: "server", out: &s }, Run { label: "client", out: &c }], false);
+    }
+}
+
+/// Step 10's cases (roles `cm`): server and client with the same `--break`, on the device's
+/// address; the cases that fail before any server is involved (see
+/// `src/breakit/rdma_cm.rs`) run the client alone.
+fn cm(bin: &str, program: &str, cases: &[Case<rdma_dissect::cli::RpingArgs>]) {
+    const CLIENT_ALONE: [&str; 2] = ["loopback-address", "no-listener"];
+    let _device = device_lock();
+    for case in cases {
+        let common = args(&["-a", &cm_addr(), "-p", &tcp_port().to_string(), "-C", "2"]);
+        let common = [common, args(&["--timeout", PEER_TIMEOUT, "--break", case.name])].concat();
+        let client = [args(&["-c"]), common.clone()].concat();
+        if CLIENT_ALONE.contains(&case.name) {
+            let c = run(program, &client);
+            check(bin, case, &[Run { label: "client", out: &c }], true);
+            continue;
+        }
+        let server = [args(&["-s"]), common].concat();
+        let (s, c) = run_cm_pair(program, &server, program, &client);
+        check(bin, case, &[Run { label: "server", out: &s }, Run { label: "client", out: &c }], true);
     }
 }
 
@@ -148,17 +178,23 @@ fn break_09_rdma_write() {
 /// output is the book's list, `break_it__<bin>-help.snap`); an unknown case is refused by
 /// the flag parser with the list.
 #[test]
+fn break_10_rdma_cm() {
+    cm("10_rdma_cm", env!("CARGO_BIN_EXE_10_rdma_cm"), &breakit::rdma_cm::CASES);
+}
+
+#[test]
 fn break_help_lists_the_cases() {
     fn names<A>(cases: &[Case<A>]) -> Vec<&'static str> {
         cases.iter().map(|c| c.name).collect()
     }
-    let steps: [(&str, &str, Vec<&str>); 6] = [
+    let steps: [(&str, &str, Vec<&str>); 7] = [
         ("03_reg_mr", env!("CARGO_BIN_EXE_03_reg_mr"), names(&breakit::reg_mr::CASES)),
         ("04_create_qp", env!("CARGO_BIN_EXE_04_create_qp"), names(&breakit::create_qp::CASES)),
         ("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"), names(&breakit::modify_qp_rtr::CASES)),
         ("06_modify_qp_rts", env!("CARGO_BIN_EXE_06_modify_qp_rts"), names(&breakit::modify_qp_rts::CASES)),
         ("07_post_send", env!("CARGO_BIN_EXE_07_post_send"), names(&breakit::post_send::CASES)),
         ("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"), names(&breakit::rdma_write::CASES)),
+        ("10_rdma_cm", env!("CARGO_BIN_EXE_10_rdma_cm"), names(&breakit::rdma_cm::CASES)),
     ];
     for (bin, program, names) in steps {
         let out = run(program, &args(&["--break", "help"]));

@@ -405,6 +405,9 @@ fn book_outputs_are_real_runs_of_their_snapshots() {
             None => common::redact_sections(&raw, &picks, &dev),
             Some(_) => common::redact(&raw, side, &picks, &dev),
         };
+        // A step that connects with rdma_cm shows what only the CM does (testkit's cm.rs).
+        let cm = common::steps().iter().any(|s| s.cm && name.contains(&format!("__{}", s.bin)));
+        let redacted = if cm { common::cm::redact_cm_values(&redacted, &dev) } else { redacted };
         let snap = read(&snapdir.join(&name));
         let header = snapshot_header_len(&snap).unwrap_or_else(|| panic!("{name}: no insta header"));
         let body: String = snap.lines().skip(header).map(|l| format!("{l}\n")).collect();

@@ -127,7 +127,7 @@ fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
 
 /// A test that runs one step's binary names it with `env!("CARGO_BIN_EXE_<bin>")`, which
 /// wants a literal, so these tests cannot loop over the list: each is checked against it.
-/// tests/device/steps.rs has one test per step, `single` or `pair` as its roles; tests/device/break_it.rs
+/// tests/device/steps.rs has one test per step, `single`, `pair` or `cm` as its roles; tests/device/break_it.rs
 /// one per step with `--break` cases (a module of `src/breakit/`), and lists it in the
 /// `--break help` test. A step names its cases (`const CASES`) from that module, or has none
 /// (`&[]`) and is then in the test of steps without cases.
@@ -147,7 +147,16 @@ fn every_step_has_its_snapshot_and_break_it_tests() {
     for step in steps() {
         let (bin, stage) = (&step.bin, step.stage());
         let exe = format!("env!(\"CARGO_BIN_EXE_{bin}\")");
-        let run = format!("{}(\"{bin}\", {exe}", if step.pair { "pair" } else { "single" });
+        let run = format!(
+            "{}(\"{bin}\", {exe}",
+            if step.cm {
+                "cm"
+            } else if step.pair {
+                "pair"
+            } else {
+                "single"
+            }
+        );
         let test = body(&snapshots, &format!("step_{bin}"))
             .unwrap_or_else(|| panic!("tests/device/steps.rs has no fn step_{bin}()"));
         assert!(test.contains(&run), "tests/device/steps.rs: step_{bin}() does not call {run})");
@@ -166,7 +175,16 @@ fn every_step_has_its_snapshot_and_break_it_tests() {
         }
         let named = format!("const CASES: &[Case<Args>] = &{cases};");
         assert!(source.contains(&named), "steps/{bin}.rs does not say {named}");
-        let run = format!("{}(\"{bin}\", {exe}, &{cases})", if step.pair { "pair" } else { "alone" });
+        let run = format!(
+            "{}(\"{bin}\", {exe}, &{cases})",
+            if step.cm {
+                "cm"
+            } else if step.pair {
+                "pair"
+            } else {
+                "alone"
+            }
+        );
         let test = test.unwrap_or_else(|| panic!("tests/device/break_it.rs has no fn break_{bin}() for {cases}"));
         assert!(test.contains(&run), "tests/device/break_it.rs: break_{bin}() does not call {run}");
         let listed = format!("(\"{bin}\", {exe}, names(&{cases}))");

@@ -92,7 +92,12 @@ mod tests {
         {
             std::fs::write(root.join(format!("steps/{bin}.rs")), text).unwrap();
         }
-        let step = |bin: &str, base: Option<&str>| Step { bin: bin.into(), pair: false, base: base.map(Into::into) };
+        let step = |bin: &str, base: Option<&str>| Step {
+            bin: bin.into(),
+            pair: false,
+            cm: false,
+            base: base.map(Into::into),
+        };
         let steps = [step("01_a", None), step("02_b", Some("01_a")), step("03_c", Some("01_a"))];
         let generated = generate(&root, &steps).unwrap();
         assert_eq!(
