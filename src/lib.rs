@@ -5,7 +5,8 @@
 //! short, but every line matters, and the order of its calls *is* the verbs programming
 //! model. This crate rebuilds it in nine steps; step N runs stages 1..N (09 runs 1..06, then
 //! writes into the connected QP instead of ping-ponging) and prints a trace of exactly what
-//! the verbs did.
+//! the verbs did. A tenth step takes apart what real programs do next: librdmacm's `rping`,
+//! which connects with the connection manager and adds RDMA READ.
 //!
 //! | step binary (`steps/`) | stage module | verbs added |
 //! |---|---|---|
@@ -18,6 +19,7 @@
 //! | `07_post_send`     | [`stages::post_send`]     | `ibv_post_recv`, `ibv_post_send`, first completions (`ibv_poll_cq`) |
 //! | `08_poll_cq`       | [`stages::poll_cq`]       | the ping-pong loop: `ibv_poll_cq`; CQ events: `ibv_req_notify_cq`, `ibv_get_cq_event`, `ibv_ack_cq_events`; statistics |
 //! | `09_rdma_write`    | [`stages::rdma_write`]    | one-sided RDMA WRITE, WRITE WITH IMMEDIATE (`ibv_post_send` with another opcode) |
+//! | `10_rdma_cm`       | [`stages::rdma_cm`]       | rping on the connection manager: `rdma_create_event_channel`, `rdma_create_id`, `rdma_bind_addr`, listen or resolve, `rdma_get_cm_event` / `rdma_ack_cm_event`, `rdma_create_qp`, connect or accept, `rdma_init_qp_attr`, disconnect; RDMA READ |
 //!
 //! # Layout
 //!

@@ -178,7 +178,9 @@ pub fn listen(addr: SocketAddr, timeout: Duration) -> Result<Endpoint> {
     let listen = CmId::create(&channel, "listen")?;
     listen.bind_addr(addr).map_err(|e| explain_bind(e, addr))?;
     trace::event("rdma_bind_addr").kv("id", listen.name()).kv("addr", addr).emit();
+    // ANCHOR: hole_cm_listen HOLE: listen for connection requests on the bound id, with rping's backlog (rdma_listen)
     listen.listen(BACKLOG)?;
+    // ANCHOR_END: hole_cm_listen
     trace::event("rdma_listen").kv("id", listen.name()).kv("backlog", BACKLOG).emit();
     let mut ep = Endpoint { id: Rc::clone(&listen), listen: Some(listen), channel };
     let request = await_event(&ep, RDMA_CM_EVENT_CONNECT_REQUEST, timeout)?;
@@ -199,7 +201,9 @@ pub fn resolve(addr: SocketAddr, timeout: Duration) -> Result<Endpoint> {
         .kv("timeout_ms", RESOLVE_TIMEOUT_MS)
         .emit();
     await_event(&ep, RDMA_CM_EVENT_ADDR_RESOLVED, timeout)?;
+    // ANCHOR: hole_resolve_route HOLE: the address is resolved: now resolve the route to it, with rping's timeout (rdma_resolve_route; explain_route explains a failure)
     ep.id.resolve_route(RESOLVE_TIMEOUT_MS).map_err(|e| explain_route(e, addr))?;
+    // ANCHOR_END: hole_resolve_route
     trace::event("rdma_resolve_route").kv("id", ep.id.name()).kv("timeout_ms", RESOLVE_TIMEOUT_MS).emit();
     await_event(&ep, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout)?;
     Ok(ep)
@@ -232,7 +236,9 @@ pub fn setup_qp(ep: &Endpoint, size: u32, start_access: Option<ibv_access_flags>
         ..Default::default()
     };
     // ANCHOR: create_qp
+    // ANCHOR: hole_cm_create_qp HOLE(Qp): let the CM create the QP on the id, in the PD, with init_attr (rdma_create_qp: `Qp` in src/verbs/qp.rs)
     let qp = Qp::create_cm(&ep.id, &pd, &cq, init_attr)?;
+    // ANCHOR_END: hole_cm_create_qp
     trace_state(&qp, "after rdma_create_qp")?;
     // ANCHOR_END: create_qp
     let recv = reg_mr(&pd, RpingInfo::LEN, IBV_ACCESS_LOCAL_WRITE)?;
@@ -411,7 +417,9 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
                 break;
             }
         };
+        // ANCHOR: hole_rdma_read HOLE: read the client's whole source buffer (`source`) into ours: an RDMA READ with its wr_id, and wait for it (rdma)
         rdma(conn, IBV_WR_RDMA_READ, READ_WRID, source, source.size, opts.timeout)?;
+        // ANCHOR_END: hole_rdma_read
         let read = conn.rdma.read(0, source.size as usize);
         if opts.validate && read != ping_data(ping, source.size as usize) {
             return Err(Error::new(format!("validating ping {ping}"))

@@ -29,7 +29,7 @@ fn addr_of(dev: &Device) -> String {
 
 /// True when a CM id listens on `addr:port` (`rdma resource show cm_id`: `state LISTEN …
 /// src-addr ADDR:PORT`).
-fn cm_listening(addr: &str, port: u16) -> bool {
+pub fn cm_listening(addr: &str, port: u16) -> bool {
     let Ok(out) = Command::new("rdma").args(["resource", "show", "cm_id"]).output() else { return false };
     String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -499,8 +499,14 @@ fn picked(trace: &str) -> Values {
         [
             (Regex::new(r"(?m)^(?:ibv|rdma)_create_qp .*\bqp_num=(0x[0-9a-f]{6})").unwrap(), &[Kind::Qpn][..]),
             (Regex::new(r"(?m)^  (?:local address|loopback): .*\bPSN (0x[0-9a-f]{6})").unwrap(), &[Kind::Psn][..]),
-            // The PSN the CM chose (step 10 prints what rdma_init_qp_attr gives for RTS).
-            (Regex::new(r"(?m)^  IBV_QP_SQ_PSN +sq_psn=(0x[0-9a-f]{6})").unwrap(), &[Kind::Psn][..]),
+            // The PSN the CM chose: what rdma_init_qp_attr gives for RTS (step 10).
+            (
+                Regex::new(
+                    r"(?m)^rdma_init_qp_attr .*IBV_QPS_RTS\n(?:  .*\n)*?  IBV_QP_SQ_PSN +sq_psn=(0x[0-9a-f]{6})",
+                )
+                .unwrap(),
+                &[Kind::Psn][..],
+            ),
             (
                 Regex::new(r"(?m)^ibv_reg_mr +addr=(0x[0-9a-f]{16}) .*\blkey=(0x[0-9a-f]{8}) rkey=(0x[0-9a-f]{8})")
                     .unwrap(),

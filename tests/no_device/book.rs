@@ -744,7 +744,7 @@ fn ladder_diagrams_are_drawn_from_the_two_host_captures() {
 #[test]
 fn run_it_shows_what_each_stage_adds() {
     let steps = bins();
-    assert_eq!(steps.len(), 9, "{steps:?}");
+    assert_eq!(steps.len(), 10, "{steps:?}");
     let added = assert_current(xtask::book::added::generate(&root(), &common::steps()));
     for (name, _) in &added.files {
         // steps__<bin>[-server|-client].txt
@@ -804,25 +804,32 @@ fn c_anchors() -> BTreeMap<String, CAnchor> {
 
 #[test]
 fn every_c_anchor_holds_the_header_prototype_and_its_call() {
-    let header = Path::new("/usr/include/infiniband/verbs.h");
-    let header = fs::read_to_string(header)
-        .unwrap_or_else(|e| panic!("{}: {e} — install libibverbs-dev (lab/setup does)", header.display()));
-    let header = fold_ws(&header);
+    // Verbs are declared in libibverbs' header, the connection manager's functions (step 10,
+    // `src/verbs/cm.rs`, called through its `sys` module) in librdmacm's.
+    let header = |path: &str| {
+        fold_ws(
+            &fs::read_to_string(path)
+                .unwrap_or_else(|e| panic!("{path}: {e} — install libibverbs-dev and librdmacm-dev (lab/setup does)")),
+        )
+    };
+    let (verbs_h, cma_h) = (header("/usr/include/infiniband/verbs.h"), header("/usr/include/rdma/rdma_cma.h"));
     let anchors = c_anchors();
     assert!(anchors.len() >= 15, "only {} c_ anchors in src/verbs/", anchors.len());
     for (name, CAnchor { proto, body, .. }) in &anchors {
         let proto = fold_ws(proto.trim_end_matches(';'));
-        assert!(header.contains(&proto), "c_{name}: `{proto}` is not a declaration in verbs.h");
         let func = proto.split('(').next().unwrap().rsplit([' ', '*']).next().unwrap();
+        let (header, file, module) =
+            if func.starts_with("rdma_") { (&cma_h, "rdma_cma.h", "sys") } else { (&verbs_h, "verbs.h", "ffi") };
+        assert!(header.contains(&proto), "c_{name}: `{proto}` is not a declaration in {file}");
         assert!(
             func.trim_start_matches('_').starts_with(name.as_str()),
             "c_{name}: its prototype declares `{func}`, another verb"
         );
-        // An exported symbol is called as ffi::name(; a static inline through the ops table,
-        // as verbs.h's own body does.
+        // An exported symbol is called as ffi::name( (sys::name( for librdmacm's); a static
+        // inline through the ops table, as verbs.h's own body does.
         let call = match proto.starts_with("static inline") {
             true => format!("ops.{}", func.trim_start_matches("ibv_")),
-            false => format!("ffi::{func}("),
+            false => format!("{module}::{func}("),
         };
         assert!(body.iter().any(|l| l.contains(&call)), "c_{name}: no `{call}` in the anchor");
     }
@@ -838,8 +845,13 @@ fn every_stage_chapter_shows_its_c_calls() {
             .find(|l| l.starts_with(&format!("//! | `{bin}`")))
             .unwrap_or_else(|| panic!("src/lib.rs: no row for {bin} in the step table"));
         let verbs_col = row.rsplit('|').nth(1).unwrap();
-        let verbs: Vec<&str> = verbs_col.split('`').skip(1).step_by(2).filter(|v| v.starts_with("ibv_")).collect();
-        assert!(!verbs.is_empty(), "src/lib.rs: {bin}'s row names no ibv_ verb");
+        let verbs: Vec<&str> = verbs_col
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|v| v.starts_with("ibv_") || v.starts_with("rdma_"))
+            .collect();
+        assert!(!verbs.is_empty(), "src/lib.rs: {bin}'s row names no ibv_ or rdma_ call");
         let chapter = read(&book_src().join(format!("{bin}.md")));
         for verb in verbs {
             let anchor = anchors.get(verb).unwrap_or_else(|| panic!("src/verbs/ has no c_{verb} anchor ({bin})"));

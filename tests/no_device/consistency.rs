@@ -202,6 +202,10 @@ fn steps_call_the_connection_stages_in_order() {
     let steps = steps();
     for (n, step) in steps.iter().enumerate() {
         let bin = &step.bin;
+        if step.cm {
+            // The connection manager opens the device and connects the QP itself (step 10).
+            continue;
+        }
         let text = read(format!("steps/{bin}.rs"));
         let body = &text[text.find("fn main").expect("fn main")..];
         let mut calls: Vec<String> = steps[..=n.min(4)].iter().map(|s| format!("{}(", s.stage())).collect();

@@ -58,6 +58,8 @@ enum Partner {
     C,
     /// Our reference step (09: its address message is ours, the C tool cannot be its peer).
     Reference,
+    /// Debian's `rping` (10: rdma_cm and rping's protocol).
+    Rping,
 }
 
 /// One step's exercise: where its stage lives, how it is run, where the book explains it.
@@ -67,6 +69,8 @@ struct Step {
     stage: String,
     /// Who runs opposite it: none for 01–04.
     partner: Option<Partner>,
+    /// It connects with rdma_cm and takes rping's flags (10).
+    cm: bool,
     /// The argument sets it runs with (after the device's `-d -i -g`); each pair step runs
     /// each set twice, the student's program as the server and then as the client.
     runs: Runs,
@@ -94,14 +98,19 @@ const SPECIAL: [(&str, Option<Partner>, Runs); 4] = [
 fn step(nn: &str) -> Result<Step, String> {
     let nn = if nn.len() == 1 { format!("0{nn}") } else { nn.to_string() };
     let listed = common::steps().into_iter().find(|s| s.nn() == nn || s.bin == nn);
-    let listed = listed.ok_or_else(|| format!("no step `{nn}`: give a step number 01..09 (e.g. `05`)"))?;
+    let listed = listed.ok_or_else(|| format!("no step `{nn}`: give a step number 01..10 (e.g. `05`)"))?;
     let special = SPECIAL.iter().find(|(bin, ..)| *bin == listed.bin);
-    let default_partner = listed.pair.then_some(Partner::C);
+    let default_partner = match (listed.pair, listed.cm) {
+        (true, true) => Some(Partner::Rping),
+        (true, false) => Some(Partner::C),
+        _ => None,
+    };
     Ok(Step {
         nn: listed.nn().to_string(),
         bin: listed.bin.clone(),
         stage: listed.stage().to_string(),
         partner: special.and_then(|s| s.1).or(default_partner),
+        cm: listed.cm,
         runs: special.map_or(DEFAULT_RUNS, |s| s.2),
     })
 }
@@ -476,6 +485,9 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: O
         let ours = finish(spawn(program, &args, false), &ours_name, Instant::now() + DEADLINE);
         return RunResult { ours, peer: None, side, label: format!("alone{flags}") };
     };
+    if partner == Partner::Rping {
+        return run_cm(step, program, &extra, side);
+    }
     let port = common::tcp_port().to_string();
     let (peer_program, peer_name) = match partner {
         Partner::C => ("ibv_rc_pingpong".to_string(), "ibv_rc_pingpong".to_string()),
@@ -526,6 +538,48 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: O
     RunResult { ours, peer: Some(peer), side, label }
 }
 
+/// A run of a step that connects with rdma_cm (10) against Debian's rping, with rping's
+/// flags: the server first, the client once the server's id listens, three validated pings.
+fn run_cm(step: &Step, program: &str, extra: &[String], side: Option<Role>) -> RunResult {
+    let flags = if extra.is_empty() { String::new() } else { format!(", {}", extra.join(" ")) };
+    let (addr, port) = (common::cm::cm_addr(), common::tcp_port());
+    let common_args =
+        ["-a".to_string(), addr.clone(), "-p".into(), port.to_string(), "-C".into(), "3".into(), "-V".into()];
+    let args = |role: Role, ours: bool| -> Vec<String> {
+        let mut a = vec![if role == Role::Server { "-s" } else { "-c" }.to_string()];
+        a.extend(common_args.iter().cloned());
+        if ours {
+            a.extend(["--timeout".into(), PEER_TIMEOUT.into()]);
+            a.extend(extra.iter().cloned());
+        }
+        a
+    };
+    let ours_role = side.unwrap_or(Role::Client);
+    let (ours_name, peer_name) = (format!("your {}", step.bin), "rping".to_string());
+    let deadline = Instant::now() + DEADLINE;
+    let (server_args, server_ours) =
+        if ours_role == Role::Server { (args(Role::Server, true), true) } else { (args(Role::Server, false), false) };
+    let server = spawn(if server_ours { program } else { common::cm::RPING }, &server_args, false);
+    while !common::cm::cm_listening(&addr, port) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = if server_ours {
+        spawn(common::cm::RPING, &args(Role::Client, false), false)
+    } else {
+        spawn(program, &args(Role::Client, true), false)
+    };
+    let (ours_child, peer_child) = if server_ours { (server, client) } else { (client, server) };
+    let ours = finish(ours_child, &ours_name, deadline);
+    let mut peer = finish(peer_child, &peer_name, deadline);
+    // rping reports a normal end on stderr ("server DISCONNECT EVENT..."): with status 0,
+    // that is not a failure.
+    if peer.status == Some(0) {
+        peer.stderr.clear();
+    }
+    let label = format!("as the {}, rping as the {}{flags}", ours_role.label(), ours_role.peer().label());
+    RunResult { ours, peer: Some(peer), side, label }
+}
+
 /// The runs of `step` for `program`, in a fixed order.
 fn run_all(step: &Step, program: &str, reference: &str) -> Vec<RunResult> {
     let sides: &[Option<Role>] =
@@ -558,7 +612,7 @@ fn with_c_qpn(text: &str) -> String {
 }
 
 /// Our side's and the peer's stdout, redacted as the snapshots are.
-fn redacted(run: &RunResult, c_peer: bool) -> (String, Option<String>) {
+fn redacted(run: &RunResult, c_peer: bool, cm: bool) -> (String, Option<String>) {
     let dev = common::device();
     let ours = &run.ours.stdout;
     let Some(peer) = &run.peer else {
@@ -569,7 +623,16 @@ fn redacted(run: &RunResult, c_peer: bool) -> (String, Option<String>) {
         if run.side == Some(Role::Server) { (ours.clone(), peer_text) } else { (peer_text, ours.clone()) };
     let picks = Picks::pair(&server, &client);
     let peer_side = run.side.map(Role::peer);
-    (common::redact(ours, run.side, &picks, dev), Some(common::redact(&peer.stdout, peer_side, &picks, dev)))
+    // A step on rdma_cm (10) also shows what only the CM does.
+    let redact = |text: &str, side| {
+        let text = common::redact(text, side, &picks, dev);
+        if cm {
+            common::cm::redact_cm_values(&text, dev)
+        } else {
+            text
+        }
+    };
+    (redact(ours, run.side), Some(redact(&peer.stdout, peer_side)))
 }
 
 /// A trace line as label (the verb or mask-bit column, or the whole line) and its fields.
@@ -784,8 +847,8 @@ fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<St
                 "the REFERENCE failed in {run}: the device or the lab is broken, not your code\n  {why}"
             ));
         }
-        let (rt, rp) = redacted(r, c_peer);
-        let (tt, tp) = redacted(t, c_peer);
+        let (rt, rp) = redacted(r, c_peer, step.cm);
+        let (tt, tp) = redacted(t, c_peer, step.cm);
         let failed = why_it_failed(&t.ours, step, source);
         if let Some(diff) = first_difference(step, &rt, &tt) {
             let mut report = format!("{run}: your trace differs from the reference's\n  {diff}");
