@@ -14,9 +14,11 @@ use rdma_dissect::role::Role;
 use testkit as common;
 
 use common::cm::{cm_addr, redact_cm, run_cm_pair};
+use std::process::Output;
+
 use common::{
     args, assert_ok, book_output, device, device_args, device_lock, redact, run, run_pair, snapshots, stdout, tcp_port,
-    Picks,
+    Device, Picks,
 };
 
 /// A single-process step (01–04): one snapshot, `steps__<bin>.snap`.
@@ -38,12 +40,19 @@ fn pair(bin: &str, program: &str) {
     let mut client = server.clone();
     client.push("127.0.0.1".into());
     let (s, c) = run_pair(program, &server, program, &client);
-    assert_ok(&format!("{bin} server"), &s);
-    assert_ok(&format!("{bin} client"), &c);
-    let (s, c) = (stdout(&s), stdout(&c));
+    record_pair(bin, &s, &c, redact);
+}
+
+/// Both sides of a two-role step must succeed; records `steps__<bin>-server.snap` and
+/// `steps__<bin>-client.snap`, each side's trace redacted by `redact_side`, and the
+/// book's outputs.
+fn record_pair(bin: &str, s: &Output, c: &Output, redact_side: fn(&str, Option<Role>, &Picks, &Device) -> String) {
+    assert_ok(&format!("{bin} server"), s);
+    assert_ok(&format!("{bin} client"), c);
+    let (s, c) = (stdout(s), stdout(c));
     let run = Picks::pair(&s, &c);
-    let server_text = redact(&s, Some(Role::Server), &run, device());
-    let client_text = redact(&c, Some(Role::Client), &run, device());
+    let server_text = redact_side(&s, Some(Role::Server), &run, device());
+    let client_text = redact_side(&c, Some(Role::Client), &run, device());
     snapshots(|| {
         insta::assert_snapshot!(format!("steps__{bin}-server"), server_text);
         insta::assert_snapshot!(format!("steps__{bin}-client"), client_text);
@@ -105,18 +114,7 @@ fn cm(bin: &str, program: &str) {
     let server = [args(&["-s"]), common.clone()].concat();
     let client = [args(&["-c", "-C", "3"]), common].concat();
     let (s, c) = run_cm_pair(program, &server, program, &client);
-    assert_ok(&format!("{bin} server"), &s);
-    assert_ok(&format!("{bin} client"), &c);
-    let (s, c) = (stdout(&s), stdout(&c));
-    let run = Picks::pair(&s, &c);
-    let server_text = redact_cm(&s, Some(Role::Server), &run, device());
-    let client_text = redact_cm(&c, Some(Role::Client), &run, device());
-    snapshots(|| {
-        insta::assert_snapshot!(format!("steps__{bin}-server"), server_text);
-        insta::assert_snapshot!(format!("steps__{bin}-client"), client_text);
-    });
-    book_output("steps", &format!("{bin}-server"), &s);
-    book_output("steps", &format!("{bin}-client"), &c);
+    record_pair(bin, &s, &c, redact_cm);
 }
 
 #[test]
