@@ -106,11 +106,14 @@ pub fn mtu_name(mtu: ibverbs_sys::ibv_mtu) -> String {
 
 /// Names of the set bits of an `ibv_access_flags` value, `|`-joined; `0` when none.
 pub fn access_names(flags: u32) -> String {
-    const NAMES: [(u32, &str); 4] = [
+    // The FLUSH bits: Linux 6.12's connection manager grants them (step 10), 6.1's does not.
+    const NAMES: [(u32, &str); 6] = [
         (1, "IBV_ACCESS_LOCAL_WRITE"),
         (2, "IBV_ACCESS_REMOTE_WRITE"),
         (4, "IBV_ACCESS_REMOTE_READ"),
         (8, "IBV_ACCESS_REMOTE_ATOMIC"),
+        (1 << 8, "IBV_ACCESS_FLUSH_GLOBAL"),
+        (1 << 9, "IBV_ACCESS_FLUSH_PERSISTENT"),
     ];
     join_flags(flags, &NAMES)
 }

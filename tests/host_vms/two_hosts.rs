@@ -872,3 +872,68 @@ fn rc_on_a_bad_wire() {
         snapshot("bad-wire-down-1s-08_poll_cq", &error);
     }
 }
+
+/// Step 10 across two hosts: the connection manager's messages (management datagrams to
+/// QP 1), then one ping of rping's protocol (a SEND, an RDMA READ of the client's buffer, a
+/// SEND each way, an RDMA WRITE into the client's sink, a SEND), then the disconnect. In
+/// time order: each packet is caused by the one before it. RC PSNs are counted from the
+/// first PSN the CM chose for each flow (`sq_psn`, from `rdma_init_qp_attr` in each side's
+/// trace); a READ's responses and an ACK belong to the requester's flow. QP 1's own PSNs
+/// are shown as they are.
+#[test]
+fn step_10_connects_with_the_cm_and_reads() {
+    let exe = env!("CARGO_BIN_EXE_10_rdma_cm");
+    let port = common::tcp_port();
+    // A CM client is rejected while nobody listens, and h2 cannot see h1's listener: it
+    // starts once h1 has had ample time to listen.
+    let mut run = across_two_hosts_as(
+        "10",
+        &format!("{exe} -s -a 192.0.2.1 -p {port} -V"),
+        &format!("sleep 3; {exe} -c -a 192.0.2.1 -p {port} -C 1 -V"),
+        1,
+    );
+    assert_eq!(run.status, Some(0), "10 across two hosts failed:\n{}", run.output);
+    let mut seen = std::collections::HashSet::new();
+    run.packets.retain(|p| seen.insert((p.src.clone(), p.opcode.clone(), p.psn)));
+    let opcodes: Vec<&str> = run.packets.iter().map(|p| p.opcode.as_str()).collect();
+    assert_eq!(opcodes[..3], ["CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse"], "{opcodes:?}");
+    assert_eq!(opcodes[opcodes.len() - 2..], ["CM: DisconnectRequest", "CM: DisconnectReply"], "{opcodes:?}");
+    // The READ names the buffer the client announced in its first SEND.
+    let announced = run
+        .output
+        .lines()
+        .find_map(|l| l.strip_prefix("[h2] rping_info"))
+        .unwrap_or_else(|| panic!("no rping_info from the client:\n{}", run.output));
+    let rkey = announced.split_whitespace().find_map(|w| w.strip_prefix("rkey=")).unwrap();
+    let read = run.packets.iter().find(|p| p.opcode == "RC RDMA Read Request").expect("an RDMA READ on the wire");
+    assert!(read.src == "192.0.2.1" && read.rest.contains(&format!("rkey={rkey}")), "{read:?} vs {announced}");
+    let sq_psn = |host: &str| {
+        let prefix = format!("[{host}]   IBV_QP_SQ_PSN");
+        let line = run.output.lines().find(|l| l.starts_with(&prefix)).expect("the CM's sq_psn in the trace");
+        u32::from_str_radix(line.rsplit("=0x").next().unwrap(), 16).unwrap()
+    };
+    let (client, server) = (sq_psn("h2"), sq_psn("h1"));
+    let text: String = run
+        .packets
+        .iter()
+        .map(|p| {
+            let psn = if p.opcode.starts_with("CM: ") {
+                p.psn.to_string()
+            } else {
+                let requester =
+                    if p.opcode.contains("Acknowledge") || p.opcode.contains("Response") { &p.dst } else { &p.src };
+                let base = if who(requester) == "server" { server } else { client };
+                format!("{}+{}", who(requester), p.psn.wrapping_sub(base) & 0xff_ffff)
+            };
+            let rest = redact(&p.rest);
+            format!(
+                "{:<6} → {:<6}  {:<34} PSN {psn}{}{rest}\n",
+                who(&p.src),
+                who(&p.dst),
+                p.opcode,
+                if rest.is_empty() { "" } else { " " }
+            )
+        })
+        .collect();
+    snapshot("wire-10_rdma_cm", &text);
+}
