@@ -217,12 +217,16 @@ impl EventChannel {
     pub fn create() -> Result<Rc<Self>> {
         // ANCHOR: c_rdma_create_event_channel
         // C: struct rdma_event_channel *rdma_create_event_channel(void);
-        // The channel, or NULL with errno set (ENODEV when /dev/infiniband/rdma_cm is missing:
-        // the rdma_ucm module is not loaded).
+        // The channel, or NULL with errno set.
         // SAFETY: no arguments; the result is checked for NULL.
         let raw = unsafe { sys::rdma_create_event_channel() };
-        let raw =
-            NonNull::new(raw).ok_or_else(|| Error::verb("rdma_create_event_channel", io::Error::last_os_error()))?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::verb("rdma_create_event_channel", io::Error::last_os_error())
+                .cause(
+                    "librdmacm opens /dev/infiniband/rdma_cm, which exists once the kernel's rdma_ucm module is loaded",
+                )
+                .fix("sudo modprobe rdma_ucm (the lab VM loads it; lab/rxe up does too)")
+        })?;
         // ANCHOR_END: c_rdma_create_event_channel
         trace::event("rdma_create_event_channel").emit();
         Ok(Rc::new(EventChannel { raw }))

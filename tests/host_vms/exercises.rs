@@ -5,8 +5,8 @@
 //! runs every step asked for in one lab VM boot (or on this machine's device, if it has
 //! one). Three checks, so three boots:
 //!
-//! 1. `lab/check --reference all` passes: the checker accepts the reference, all nine steps;
-//! 2. nine freshly generated exercises compile, and each fails with a useful message: the
+//! 1. `lab/check --reference all` passes: the checker accepts the reference, every step;
+//! 2. every freshly generated exercise compiles, and each fails with a useful message: the
 //!    empty hole's file, line and hint, where the trace parts from the reference's, and the
 //!    section of the book to reread;
 //! 3. exercises filled in by hand: 06 filled in correctly (in a student's words, not the
@@ -111,7 +111,7 @@ fn a_fresh_exercise_compiles_and_fails_with_a_useful_message() {
     assert!(std::fs::read_to_string(&student).unwrap().contains("todo!(\""), "--reset did not restore the exercise");
 
     let (status, text) = lab("check", &["all"], &dir);
-    assert_eq!(status, 1, "lab/check of nine fresh exercises did not fail:\n{text}");
+    assert_eq!(status, 1, "lab/check of every fresh exercise did not fail:\n{text}");
     assert!(!text.contains("does not compile"), "a fresh exercise does not compile:\n{text}");
     for step in steps() {
         let (nn, bin) = (step.nn(), &step.bin);

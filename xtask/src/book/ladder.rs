@@ -14,7 +14,11 @@ pub const LADDERS: &[(&str, &str, &str)] = &[
     ("two_hosts__wire-07_post_send", "ladder-07.svg", "07: one SEND each way (each direction in PSN order)"),
     ("two_hosts__wire-08_poll_cq", "ladder-08.svg", "08: three round trips of the ping-pong, in time order"),
     ("two_hosts__wire-09_rdma_write", "ladder-09.svg", "09: an RDMA WRITE and its WRITE WITH IMMEDIATE notice"),
-    ("two_hosts__wire-10_rdma_cm", "ladder-10.svg", "10: the CM on QP 1, one rping (SEND, READ, WRITE), the disconnect"),
+    (
+        "two_hosts__wire-10_rdma_cm",
+        "ladder-10.svg",
+        "10: the CM on QP 1, one rping (SEND, READ, WRITE), the disconnect",
+    ),
     (
         "two_hosts__break-07_post_send-no-recv-rnr-retry",
         "ladder-rnr-nak.svg",
