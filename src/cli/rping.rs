@@ -18,8 +18,9 @@ use super::StepArgs;
 use crate::role::Role;
 
 /// rping's smallest `-S`: `RPING_MIN_BUFSIZE`, `sizeof(stringify(INT_MAX)) +
-/// sizeof("rdma-ping-%d: ")`. rping.c includes no `<limits.h>`, so `INT_MAX` stays the
-/// word: 8 + 15 bytes.
+/// sizeof("rdma-ping-%d: ")`, which comes to 8 + 15 bytes: `INT_MAX` is not defined where
+/// rping.c stringifies it, so it stays the word (Debian's rping refuses `-S 22` and takes
+/// `-S 23`; its message says the range ends at 65536, its check at 65535).
 pub const RPING_MIN_SIZE: u32 = 23;
 /// rping's largest `-S`: `RPING_BUFSIZE - 1`.
 pub const RPING_MAX_SIZE: u32 = 64 * 1024 - 1;

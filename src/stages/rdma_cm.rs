@@ -707,9 +707,9 @@ fn explain_route(err: Error, addr: SocketAddr) -> Error {
     if err.errno() == Some(libc::ENODEV) && addr.ip().is_loopback() {
         return err
             .cause(format!(
-                "{} is the loopback address: rdma_resolve_addr bound the id to a device only because the \
-                 kernel picks one for loopback, but the route is through `lo`, which is no RDMA device's \
-                 netdev (on RoCE the route must leave through the device's own netdev)",
+                "{} is the loopback address: the CM resolves it (it binds a loopback address to a local \
+                 device), but on RoCE a route must leave through the netdev the RDMA device sits on, and \
+                 the loopback route goes through `lo`, which carries none",
                 addr.ip()
             ))
             .fix("use the address of the RDMA device's netdev, on both sides: -a 192.0.2.1 in the lab VM");

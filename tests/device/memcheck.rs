@@ -4,7 +4,7 @@
 //!
 //! Needs an RDMA device and valgrind: run it with `lab/test` or
 //! `lab/run cargo test --test device memcheck::`. Under the lab VM's emulated CPU it takes 4–7
-//! minutes (14 processes under valgrind); the script prints one line per process.
+//! minutes (16 processes under valgrind); the script prints one line per process.
 
 use testkit as common;
 
