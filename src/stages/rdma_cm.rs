@@ -113,7 +113,8 @@ impl RpingInfo {
 }
 
 /// The ping data of iteration `ping` (from 0) at `size` bytes, as `rping_test_client` writes
-/// it: `"rdma-ping-%d: "` (cut short by `snprintf` if the buffer is), then letters from
+/// it: `"rdma-ping-%d: "` (at most 22 bytes: rping's smallest `-S`, 23, holds it and a
+/// NUL; a shorter buffer would get what `snprintf` leaves of it), then letters from
 /// `'A' + ping % 58` upwards, wrapping from `'z'` (122) to `'A'` (65), and a NUL last.
 pub fn ping_data(ping: u32, size: usize) -> Vec<u8> {
     let prefix = format!("rdma-ping-{ping}: ").into_bytes();
@@ -715,4 +716,31 @@ fn explain_route(err: Error, addr: SocketAddr) -> Error {
             .fix("use the address of the RDMA device's netdev, on both sides: -a 192.0.2.1 in the lab VM");
     }
     err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_data_is_rpings() {
+        // What Debian's `rping -c -v` printed for its first two pings at the default -S 64.
+        assert_eq!(c_string(&ping_data(0, 64)), "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr");
+        assert_eq!(c_string(&ping_data(1, 64)), "rdma-ping-1: BCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrs");
+        let data = ping_data(57, 200);
+        assert_eq!(data.len(), 200);
+        assert_eq!(data[199], 0, "a NUL last");
+        // Letters run from 'A' + ping % 58 up to 'z', then wrap to 'A'.
+        assert_eq!(&data[14..17], b"zAB");
+        // rping's smallest buffer holds its longest prefix (its ping count is an int) and the NUL.
+        assert_eq!(c_string(&ping_data(i32::MAX as u32, 23)), "rdma-ping-2147483647: ");
+    }
+
+    #[test]
+    fn rping_info_is_16_big_endian_bytes() {
+        let info = RpingInfo { addr: 0x0102_0304_0506_0708, rkey: 0x1122_3344, size: 64 };
+        let bytes = info.to_bytes();
+        assert_eq!(bytes, [1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 64]);
+        assert_eq!(RpingInfo::from_bytes(&bytes), info);
+    }
 }
