@@ -1096,6 +1096,8 @@ mod tests {
         assert!(step("01").unwrap().partner.is_none());
         assert!(step("09_rdma_write").unwrap().partner == Some(Partner::Reference));
         assert_eq!(step("08").unwrap().runs.len(), 2);
-        assert!(step("10").err().unwrap().contains("no step `10`"));
+        let cm = step("10").unwrap();
+        assert!(cm.partner == Some(Partner::Rping) && cm.cm, "step 10 is graded against rping");
+        assert!(step("11").err().unwrap().contains("no step `11`"));
     }
 }
