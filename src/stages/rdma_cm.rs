@@ -409,7 +409,7 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
     let mut ping = 0;
     loop {
         // From the second ping on, the last "go ahead" of the one before is in flight.
-        let source = match await_info(ep, conn, ping > 0, opts.timeout)? {
+        let source = match await_info(ep, conn, ping > 0, 2 * u64::from(ping), opts.timeout)? {
             Ok(info) => info,
             Err(disconnected) => {
                 // The loop's trace is muted after the first ping; the end is not.
@@ -430,7 +430,7 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
             println!("server ping data: {}", c_string(&read));
         }
         post_send(conn)?;
-        let sink = await_info(ep, conn, true, opts.timeout)?
+        let sink = await_info(ep, conn, true, 2 * u64::from(ping) + 1, opts.timeout)?
             .map_err(|event| unexpected(&event, "the client's sink buffer"))?;
         // rping writes the string it read, up to its NUL: strlen + 1 bytes.
         let len = read.iter().position(|&b| b == 0).map_or(read.len(), |n| n + 1) as u32;
@@ -488,18 +488,26 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
 /// never fills: 16 zeros) in flight when `go_ahead` is set, and the client's next
 /// [`RpingInfo`]; or, once the client has disconnected, the DISCONNECTED event (not yet
 /// traced: the loop may be muted). Polls the CQ and, between empty polls, the CM's channel.
+/// `done`: how many of each kind (a "go ahead", a message) completed on this QP before, for
+/// the explanation of a failed one.
 ///
 /// The two completions wait together because either may come first: the client may SEND
 /// its next message as soon as our "go ahead" lands, before its acknowledgement reaches
 /// us. They are traced in one order, as [`wait_for`] does.
-fn await_info(ep: &Endpoint, conn: &Conn, go_ahead: bool, timeout: Duration) -> Result<Result<RpingInfo, CmEvent>> {
+fn await_info(
+    ep: &Endpoint,
+    conn: &Conn,
+    go_ahead: bool,
+    done: u64,
+    timeout: Duration,
+) -> Result<Result<RpingInfo, CmEvent>> {
     let deadline = Instant::now() + timeout;
     let mut wc = [verbs::WC_ZERO; 1];
     let (mut sent, mut received) = (None, None);
     let mut nap = Duration::from_millis(1);
     loop {
         if conn.cq.poll(&mut wc)? == 1 {
-            check_wc(&wc[0])?;
+            check_wc(&wc[0], done)?;
             match wc[0].wr_id() {
                 SEND_WRID if go_ahead && sent.is_none() => sent = Some(wc[0]),
                 RECV_WRID if received.is_none() => received = Some(wc[0]),
