@@ -36,6 +36,9 @@
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
 //! * [`link`] — what sysfs says about the link under the port (interface state, the
 //!   device's counters), read to explain a failure by what happened.
+//! * [`cm`] — the connection manager's events outside the verbs (stage 10): waiting for
+//!   one with a deadline, tracing it, explaining a reject or a failed resolution.
+//! * [`rping`] — rping's 16-byte buffer message and its ping data, byte for byte. A leaf.
 //! * [`poll`] — polling a CQ outside the timed loop: waiting for given completions with a
 //!   deadline, explaining a failed one, tracing one.
 //! * [`role`] — server or client: which program of a run this process is. A leaf.
@@ -53,11 +56,13 @@
 
 pub mod breakit;
 pub mod cli;
+pub mod cm;
 pub mod error;
 pub mod exchange;
 pub mod link;
 pub mod poll;
 pub mod role;
+pub mod rping;
 pub mod stages;
 pub mod step;
 pub mod trace;

@@ -1,7 +1,7 @@
 //! Step 10's mistakes: the address the CM cannot route, a server nobody runs, and the two
 //! permissions an RDMA READ needs — on the memory, and on the connection.
 //!
-//! Every case runs step 10 through [`rping`] with one value spoiled; the side that does not
+//! Every case runs step 10 through `rping` (below) with one value spoiled; the side that does not
 //! make the mistake runs as the step does. The two client cases that need no server
 //! (`loopback-address`, `no-listener`) fail before any server would be involved: run the
 //! client alone.

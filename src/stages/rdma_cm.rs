@@ -41,19 +41,21 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use crate::cm::{await_event, explain_bind, explain_route, trace_event, trace_state, unexpected, Endpoint};
 use crate::error::{Error, Result};
 use crate::poll::{
     check_wc, trace_wc, wait_for,
     Awaited::{Recv, Send},
     MAX_NAP,
 };
+use crate::rping::{c_string, ping_data, RpingInfo};
 use crate::stages::modify_qp_rtr::RTR_MASK;
 use crate::stages::modify_qp_rts::RTS_MASK;
 use crate::stages::reg_mr::reg_mr;
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::cm::sys::{
     RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_CONNECT_REQUEST, RDMA_CM_EVENT_DISCONNECTED, RDMA_CM_EVENT_ESTABLISHED,
-    RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_ROUTE_RESOLVED,
+    RDMA_CM_EVENT_ROUTE_RESOLVED,
 };
 use crate::verbs::{
     self, ibv_access_flags, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_send_wr_rdma,
@@ -76,78 +78,6 @@ pub const RECV_WRID: u64 = 2;
 pub const READ_WRID: u64 = 3;
 /// `wr_id` of the server's RDMA WRITE.
 pub const WRITE_WRID: u64 = 4;
-
-/// `struct rping_rdma_info`: where a buffer is and how to reach it — 16 bytes on the wire,
-/// every field big-endian (`htobe64`/`htobe32`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RpingInfo {
-    /// The buffer's virtual address in the sender's process.
-    pub addr: u64,
-    /// The rkey of the MR it lies in.
-    pub rkey: u32,
-    /// Its size in bytes (rping's `-S`).
-    pub size: u32,
-}
-
-impl RpingInfo {
-    /// Its size on the wire.
-    pub const LEN: usize = 16;
-
-    /// The 16 bytes rping sends.
-    pub fn to_bytes(self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&self.addr.to_be_bytes());
-        b[8..12].copy_from_slice(&self.rkey.to_be_bytes());
-        b[12..].copy_from_slice(&self.size.to_be_bytes());
-        b
-    }
-
-    /// Reads what rping sent.
-    pub fn from_bytes(b: &[u8; 16]) -> Self {
-        RpingInfo {
-            addr: u64::from_be_bytes(b[..8].try_into().expect("8 bytes")),
-            rkey: u32::from_be_bytes(b[8..12].try_into().expect("4 bytes")),
-            size: u32::from_be_bytes(b[12..].try_into().expect("4 bytes")),
-        }
-    }
-}
-
-/// The ping data of iteration `ping` (from 0) at `size` bytes, as `rping_test_client` writes
-/// it: `"rdma-ping-%d: "` (at most 22 bytes: rping's smallest `-S`, 23, holds it and a
-/// NUL; a shorter buffer would get what `snprintf` leaves of it), then letters from
-/// `'A' + ping % 58` upwards, wrapping from `'z'` (122) to `'A'` (65), and a NUL last.
-pub fn ping_data(ping: u32, size: usize) -> Vec<u8> {
-    let prefix = format!("rdma-ping-{ping}: ").into_bytes();
-    let mut buf = vec![0u8; size];
-    let copied = prefix.len().min(size.saturating_sub(1));
-    buf[..copied].copy_from_slice(&prefix[..copied]);
-    let mut c = 65 + (ping % 58) as u8;
-    for b in buf.iter_mut().skip(prefix.len()) {
-        *b = c;
-        c = if c >= 122 { 65 } else { c + 1 };
-    }
-    if let Some(last) = buf.last_mut() {
-        *last = 0;
-    }
-    buf
-}
-
-/// The text of a NUL-terminated ping buffer, as rping's `printf("%s")` shows it.
-fn c_string(buf: &[u8]) -> String {
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-/// An event channel and the id that connects; on the server, the listening id as well.
-/// Fields drop in order: the connection's id, the listener, then the channel.
-pub struct Endpoint {
-    /// The connection's id: the client's own, or the server's child id of the request.
-    pub id: Rc<CmId>,
-    /// The server's listening id.
-    pub listen: Option<Rc<CmId>>,
-    /// Where the CM reports every event of both.
-    pub channel: Rc<EventChannel>,
-}
 
 /// The verbs objects of a connection, rping's `struct rping_cb` minus the CM: the QP first,
 /// so that it is destroyed first.
@@ -606,149 +536,4 @@ pub fn print_pings(p: &Pings) {
         usec / 1e6,
         if p.count == 0 { 0.0 } else { usec / f64::from(p.count) }
     ));
-}
-
-/// Traces the QP's state as the device reports it: the CM moves it without telling us.
-fn trace_state(qp: &Qp, when: &str) -> Result<()> {
-    let state = qp.query(verbs::IBV_QP_STATE)?.qp_state;
-    trace::event("ibv_query_qp")
-        .kv("qp_state", format!("IBV_QPS_{}", names::state_name(state)))
-        .kv("when", when)
-        .emit();
-    Ok(())
-}
-
-impl Endpoint {
-    /// The ids an event may be about.
-    fn ids(&self) -> Vec<&CmId> {
-        [Some(&self.id), self.listen.as_ref()].into_iter().flatten().map(|id| &**id).collect()
-    }
-}
-
-/// Traces a CM event: which id, which event, its status; for a connection request (the
-/// client's offer) and the client's ESTABLISHED (the server's answer, from its
-/// ConnectReply), the READs each side will take.
-fn trace_event(ep: &Endpoint, event: &CmEvent) {
-    let mut line =
-        trace::event("rdma_get_cm_event").kv("id", event.id).kv("event", &event.name).kv("status", event.status);
-    let client = ep.listen.is_none();
-    if event.kind == RDMA_CM_EVENT_CONNECT_REQUEST || (client && event.kind == RDMA_CM_EVENT_ESTABLISHED) {
-        line = line
-            .kv("responder_resources", event.conn.responder_resources)
-            .kv("initiator_depth", event.conn.initiator_depth);
-    }
-    line.emit();
-}
-
-/// Waits at most `timeout` for the next CM event, which must be `want`.
-fn await_event(ep: &Endpoint, want: u32, timeout: Duration) -> Result<CmEvent> {
-    if !ep.channel.ready(timeout)? {
-        return Err(Error::new("rdma_get_cm_event")
-            .cause(format!("no CM event within {} s (waiting for {})", timeout.as_secs(), verbs::cm::event_name(want)))
-            .fix("start the other side (the server first); check -a and -p on both"));
-    }
-    let event = ep.channel.get_event(&ep.ids())?;
-    trace_event(ep, &event);
-    if event.kind != want {
-        return Err(unexpected(&event, &verbs::cm::event_name(want)));
-    }
-    Ok(event)
-}
-
-/// An event other than the one awaited, explained.
-fn unexpected(event: &CmEvent, wanted: &str) -> Error {
-    let err =
-        Error::new(format!("rdma_get_cm_event: {} (status {}) while waiting for {wanted}", event.name, event.status));
-    match event.kind {
-        RDMA_CM_EVENT_REJECTED => {
-            let reason = reject_reason(event.status);
-            err.cause(format!(
-                "the peer's CM rejected the connection request, reason {} ({reason}): {}",
-                event.status,
-                if event.status == 8 {
-                    "no one listens on that address and port (an InfiniBand CM names a listener by \
-                     service ID, made of the port space and port: none matched)"
-                } else {
-                    "see the reason"
-                }
-            ))
-            .fix("start the server first, on the same -a and -p")
-        }
-        RDMA_CM_EVENT_DISCONNECTED => err.cause("the peer disconnected").fix("read the peer's output"),
-        _ => err.cause("see the status: a negative errno or the transport's reason"),
-    }
-}
-
-/// The InfiniBand CM's reject reasons (IBTA vol. 1, table "REJ reason codes") a student
-/// meets; a RoCE CM uses the same table.
-fn reject_reason(status: i32) -> &'static str {
-    match status {
-        1 => "no QP",
-        2 => "no EE context",
-        3 => "no resources",
-        4 => "timeout",
-        5 => "unsupported request",
-        6 => "invalid communication ID",
-        7 => "invalid communication instance",
-        8 => "invalid service ID",
-        9 => "invalid transport type",
-        10 => "stale connection",
-        28 => "consumer-defined reject",
-        _ => "see the REJ reason codes",
-    }
-}
-
-/// `rdma_bind_addr`'s failures, explained.
-fn explain_bind(err: Error, addr: SocketAddr) -> Error {
-    match err.errno() {
-        Some(libc::EADDRINUSE) => err
-            .cause(format!("another CM id listens on port {} already (an rping -s, a server of ours)", addr.port()))
-            .fix("stop it, or pick another -p on both sides"),
-        Some(libc::EADDRNOTAVAIL) | Some(libc::ENODEV) => err
-            .cause(format!("{} is not an address of this machine's RDMA devices' netdevs", addr.ip()))
-            .fix("give the address of the RDMA device's netdev (rdma link show; ip -br addr): 192.0.2.1 in the lab VM"),
-        _ => err,
-    }
-}
-
-/// `rdma_resolve_route`'s failures, explained: the loopback pitfall first.
-fn explain_route(err: Error, addr: SocketAddr) -> Error {
-    if err.errno() == Some(libc::ENODEV) && addr.ip().is_loopback() {
-        return err
-            .cause(format!(
-                "{} is the loopback address: the CM resolves it (it binds a loopback address to a local \
-                 device), but on RoCE a route must leave through the netdev the RDMA device sits on, and \
-                 the loopback route goes through `lo`, which carries none",
-                addr.ip()
-            ))
-            .fix("use the address of the RDMA device's netdev, on both sides: -a 192.0.2.1 in the lab VM");
-    }
-    err
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ping_data_is_rpings() {
-        // What Debian's `rping -c -v` printed for its first two pings at the default -S 64.
-        assert_eq!(c_string(&ping_data(0, 64)), "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr");
-        assert_eq!(c_string(&ping_data(1, 64)), "rdma-ping-1: BCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrs");
-        let data = ping_data(57, 200);
-        assert_eq!(data.len(), 200);
-        assert_eq!(data[199], 0, "a NUL last");
-        // Letters run from 'A' + ping % 58 up to 'z', then wrap to 'A'.
-        assert_eq!(&data[14..17], b"zAB");
-        // rping's smallest buffer holds its longest prefix (its ping count is an int) and the NUL.
-        assert_eq!(c_string(&ping_data(i32::MAX as u32, 23)), "rdma-ping-2147483647: ");
-    }
-
-    #[test]
-    fn rping_info_is_16_big_endian_bytes() {
-        let info = RpingInfo { addr: 0x0102_0304_0506_0708, rkey: 0x1122_3344, size: 64 };
-        let bytes = info.to_bytes();
-        assert_eq!(bytes, [1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x22, 0x33, 0x44, 0, 0, 0, 64]);
-        assert_eq!(RpingInfo::from_bytes(&bytes), info);
-    }
 }
