@@ -454,6 +454,18 @@ fn spawn(program: &str, args: &[String], line_buffered: bool) -> Child {
     common::spawn_as(cmd, program, args)
 }
 
+/// When the peer must be done once ours has exited: at `deadline` when ours exited 0,
+/// within a second when it failed. The peer of a program that failed (a hole's panic, an
+/// error) waits for a partner that is gone — rc_pingpong and rping wait for ever — and the
+/// verdict is ours' failure whatever the peer does; a second lets it print what it saw.
+fn grace(ours: &Ran, deadline: Instant) -> Instant {
+    if ours.status == Some(0) {
+        deadline
+    } else {
+        deadline.min(Instant::now() + Duration::from_secs(1))
+    }
+}
+
 /// Waits for `child` until `deadline`, then kills it.
 fn finish(child: Child, what: &str, deadline: Instant) -> Ran {
     let (status, stdout, stderr) = common::wait_or_kill(child, deadline);
@@ -528,8 +540,11 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: O
     let ours = finish(ours_child, &ours_name, deadline);
     // Steps 05–07 end before rc_pingpong's ping-pong does: the C peer would wait forever
     // for messages that never come. It has done its part once ours has exited.
-    let peer_deadline =
-        if c_peer && step.nn.as_str() < "08" { Instant::now() + Duration::from_secs(1) } else { deadline };
+    let peer_deadline = if c_peer && step.nn.as_str() < "08" {
+        Instant::now() + Duration::from_secs(1)
+    } else {
+        grace(&ours, deadline)
+    };
     let peer = finish(peer_child, &peer_name, peer_deadline);
     let label = match side {
         Some(Role::Server) => format!("as the server, {peer_name} as the client{flags}"),
@@ -559,8 +574,11 @@ fn run_cm(step: &Step, program: &str, extra: &[String], side: Option<Role>) -> R
     let deadline = Instant::now() + DEADLINE;
     let (server_args, server_ours) =
         if ours_role == Role::Server { (args(Role::Server, true), true) } else { (args(Role::Server, false), false) };
-    let server = spawn(if server_ours { program } else { common::cm::RPING }, &server_args, false);
+    let mut server = spawn(if server_ours { program } else { common::cm::RPING }, &server_args, false);
     while !common::cm::cm_listening(&addr, port) && Instant::now() < deadline {
+        if server.try_wait().unwrap().is_some() {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     let client = if server_ours {
@@ -570,7 +588,7 @@ fn run_cm(step: &Step, program: &str, extra: &[String], side: Option<Role>) -> R
     };
     let (ours_child, peer_child) = if server_ours { (server, client) } else { (client, server) };
     let ours = finish(ours_child, &ours_name, deadline);
-    let mut peer = finish(peer_child, &peer_name, deadline);
+    let mut peer = finish(peer_child, &peer_name, grace(&ours, deadline));
     // rping reports a normal end on stderr ("server DISCONNECT EVENT..."): with status 0,
     // that is not a failure.
     if peer.status == Some(0) {
@@ -580,17 +598,11 @@ fn run_cm(step: &Step, program: &str, extra: &[String], side: Option<Role>) -> R
     RunResult { ours, peer: Some(peer), side, label }
 }
 
-/// The runs of `step` for `program`, in a fixed order.
-fn run_all(step: &Step, program: &str, reference: &str) -> Vec<RunResult> {
+/// The runs of `step`, in a fixed order: each argument set, in each role a pair step has.
+fn runs(step: &Step) -> Vec<(&'static [&'static str], Option<Role>)> {
     let sides: &[Option<Role>] =
         if step.partner.is_none() { &[None] } else { &[Some(Role::Server), Some(Role::Client)] };
-    let mut results = Vec::new();
-    for extra in step.runs {
-        for &side in sides {
-            results.push(run_once(step, program, reference, extra, side));
-        }
-    }
-    results
+    step.runs.iter().flat_map(|&extra| sides.iter().map(move |&side| (extra, side))).collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -827,11 +839,14 @@ fn indent(text: &str) -> String {
 /// first difference.
 fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<String, String> {
     let c_peer = step.partner == Some(Partner::C);
-    let theirs = run_all(step, program, reference);
-    let ours = run_all(step, reference, reference);
+    let runs = runs(step);
     let mut lines = 0;
-    for (n, (t, r)) in theirs.iter().zip(&ours).enumerate() {
-        let run = format!("run {} of {} ({}{})", n + 1, theirs.len(), "your step ", t.label);
+    // Run by run, the student's program and then the reference: the first difference ends
+    // the check, so a step that fails in its first run does not wait through the others.
+    for (n, &(extra, side)) in runs.iter().enumerate() {
+        let t = &run_once(step, program, reference, extra, side);
+        let r = &run_once(step, reference, reference, extra, side);
+        let run = format!("run {} of {} ({}{})", n + 1, runs.len(), "your step ", t.label);
         if let Some(why) =
             why_it_failed(&r.ours, step, "src/stages/").or_else(|| {
                 r.peer.as_ref().and_then(|p| {
@@ -875,7 +890,7 @@ fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<St
         }
         lines += rt.lines().count();
     }
-    Ok(format!("{} runs, {lines} trace lines, all as the reference's", theirs.len()))
+    Ok(format!("{} runs, {lines} trace lines, all as the reference's", runs.len()))
 }
 
 fn grade_cmd(cases: &[String], results: Option<&Path>) -> ExitCode {
