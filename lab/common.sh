@@ -31,15 +31,15 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 # on the host in every case.
 #   RDMA_PACKAGES   the verbs library and provider, ibv_devinfo/ibv_rc_pingpong, `rdma`;
 #                   librdmacm's header (step 10 links it) and rping (its peer)
-#   BUILD_PACKAGES  ibverbs-sys configures rdma-core's headers with cmake (whose
-#                   CMakeLists wants python3) and runs bindgen (libclang) at build
-#                   time; libibverbs-dev brings libnl
+#   BUILD_PACKAGES  ibverbs-sys runs bindgen (libclang) at build time; its cmake run is
+#                   skipped (.cargo/cmake says why), so no cmake; python3 for
+#                   lab/pair-check; libibverbs-dev brings libnl
 #   VM_PACKAGES     the lab VM (lab/run): qemu, the initramfs's busybox and kmod tools,
 #                   xz and zstd to unpack Debian 12's and 13's kernels
 #   TEST_PACKAGES   only the tests: tshark (two_hosts), perftest (lab/bench, interop),
 #                   valgrind (memcheck), chromium (the book's DOM test), shellcheck
 RDMA_PACKAGES=(rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev rdmacm-utils iproute2)
-BUILD_PACKAGES=(gcc make cmake pkg-config libclang-dev python3)
+BUILD_PACKAGES=(gcc make pkg-config libclang-dev python3)
 VM_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils zstd)
 TEST_PACKAGES=(tshark perftest valgrind chromium shellcheck)
 LAB_CACHE=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdma-dissect/lab}
