@@ -10,6 +10,7 @@
 //! exercise crate BIN STAGE_FILE STUDENT
 //!                                    make (or bring up to date) the crate that builds BIN
 //!                                    with STUDENT in place of STAGE_FILE; print its directory
+//!                                    and the name of its BIN (exercise-BIN)
 //! exercise grade [--results FILE] NN BIN SOURCE ...
 //!                                    run BIN (step NN built from SOURCE) on the device in its
 //!                                    real roles, next to the reference, and compare; with
@@ -128,7 +129,8 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("crate") if args.len() == 4 => {
             // Where cargo builds: lab/check runs this from the project, as it runs cargo.
             let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
-            exercise_crate(&root(), &target, &args[1], &args[2], Path::new(&args[3])).map(|dir| println!("{}", dir.display()))
+            exercise_crate(&root(), &target, &args[1], &args[2], Path::new(&args[3]))
+                .map(|dir| println!("{} {}", dir.display(), exercise_bin(&args[1])))
         }
         Some("grade") if args.len() >= 6 && args[1] == "--results" && (args.len() - 3) % 3 == 0 => {
             return grade_cmd(&args[3..], Some(Path::new(&args[2])));
@@ -322,15 +324,26 @@ fn holes_cmd(nn: &str) -> Result<(), String> {
 const LINKED: [&str; 1] = ["steps"];
 
 /// The tables of the project's manifest the copy leaves out: the tests' dependencies and
-/// targets, and the build profiles of packages only they use. The copy builds the library
-/// and one step, and cargo resolves dev-dependencies even for that; testkit's dependency
-/// on the crate, by its package name, would find no such package in the copy.
-const LEFT_OUT: [&str; 3] = ["[dev-dependencies]", "[[test]]", "[profile.dev.package."];
+/// targets. The copy builds the library and one step, and cargo resolves dev-dependencies
+/// even for that; testkit's dependency on the crate, by its package name, would find no
+/// such package in the copy. The profiles stay: with the project's profiles and features,
+/// the copy's dependencies are the very builds `cargo build --bins` made in the project's
+/// target directory, which the copy shares — an exercise's first check compiles the crate,
+/// not its dependencies again.
+const LEFT_OUT: [&str; 2] = ["[dev-dependencies]", "[[test]]"];
+
+/// The name of step `bin` built from a student's file. Copies and project share one target
+/// directory, so the copy's steps must not be uplifted to `target/debug/<bin>` over the
+/// reference's.
+fn exercise_bin(bin: &str) -> String {
+    format!("exercise-{bin}")
+}
 
 /// A copy of the crate at `project` whose `stage_file` (`src/stages/<stage>.rs`) is the
 /// student's file, in `target/exercise/<bin>`: every other file a symlink to the real one,
-/// so the copy follows the project. All copies share one target directory, so a check
-/// after an edit rebuilds only the library and the step. Each copy is a package of its own
+/// so the copy follows the project. The copies build in the project's target directory, so
+/// a check after an edit rebuilds only the library and the step; their steps are named by
+/// [`exercise_bin`]. Each copy is a package of its own
 /// name (cargo would otherwise take the nine copies for one package and reuse one copy's
 /// library for another's) whose library keeps the name rdma_dissect. The student's file is
 /// copied, not linked, whenever it changed: a new mtime is what tells cargo to rebuild,
@@ -349,16 +362,19 @@ fn exercise_crate(
     // keeping [workspace.lints].
     let manifest = project.join("Cargo.toml");
     let mut toml = String::new();
-    let mut left_out = false;
+    let (mut left_out, mut in_bin) = (false, false);
     for line in std::fs::read_to_string(&manifest).map_err(io_error(&manifest))?.lines() {
         if line.starts_with('[') {
             left_out = LEFT_OUT.iter().any(|table| line.starts_with(table));
+            in_bin = line == "[[bin]]";
         }
         if left_out {
             continue;
         }
         if line == "name = \"rdma-dissect\"" {
             toml += &format!("name = \"rdma-dissect-exercise-{bin}\"\n");
+        } else if let Some(name) = line.strip_prefix("name = \"").and_then(|n| n.strip_suffix('"')).filter(|_| in_bin) {
+            toml += &format!("name = \"{}\"\n", exercise_bin(name));
         } else if !line.starts_with("members = ") {
             toml += &format!("{line}\n");
         }
@@ -1059,6 +1075,7 @@ mod tests {
         }
         let toml = "[package]\nname = \"rdma-dissect\"\n\n[workspace]\nmembers = [\"testkit\", \"xtask\"]\n\n\
                     [dev-dependencies]\ntestkit = { path = \"testkit\" }\n\n[[test]]\nname = \"t\"\n\n\
+                    [[bin]]\nname = \"02_b\"\npath = \"steps/02_b.rs\"\n\n\
                     [profile.dev.package.regex-syntax]\nopt-level = 3\n";
         for (file, text) in [
             ("Cargo.toml", toml),
@@ -1077,7 +1094,9 @@ mod tests {
         assert_eq!(krate, target.join("exercise/02_b"));
         assert_eq!(
             std::fs::read_to_string(krate.join("Cargo.toml")).unwrap(),
-            "[package]\nname = \"rdma-dissect-exercise-02_b\"\n\n[workspace]\n\n\n\
+            "[package]\nname = \"rdma-dissect-exercise-02_b\"\n\n[workspace]\n\n\
+             [[bin]]\nname = \"exercise-02_b\"\npath = \"steps/02_b.rs\"\n\n\
+             [profile.dev.package.regex-syntax]\nopt-level = 3\n\n\
              # lab/check: a copy for one exercise.\n[lib]\nname = \"rdma_dissect\"\npath = \"src/lib.rs\"\n"
         );
         assert_eq!(std::fs::read_to_string(krate.join("Cargo.lock")).unwrap(), "# lock\n");
