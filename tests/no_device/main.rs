@@ -1,7 +1,7 @@
 //! The tests that need no RDMA device and no VM: the wire format and its fuzzing, the
 //! book's drift checks, the instructor's guide, and the consistency of the step list with
 //! everything that hangs off it. `cargo test --test no_device` runs them on any host;
-//! `lab/test` runs them in the lab VM with the rest of `cargo test`.
+//! `lab/test` runs them on the host, before the device's tests in the lab VM.
 
 mod book;
 mod cm_layout;
