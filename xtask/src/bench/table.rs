@@ -1,7 +1,9 @@
 //! The headline table: ours against C per case, with the A/A control and a verdict.
 //!
 //! Each case is [`super::compare`]d over its kept rounds (all but the first, the warm-up);
-//! the run spread is shown for the reader, not used by the verdict.
+//! the run spread is shown for the reader, not used by the verdict. The same table serves
+//! `lab/bench --rping` (step 10 against rping, case `rping`), with its own column names
+//! and legend.
 
 use std::fmt::Write;
 
@@ -62,8 +64,15 @@ pub fn render(raw: &Raw) -> Result<String, String> {
     if order.is_empty() {
         return Err("no kept runs (every run is in round 1, the warm-up)".into());
     }
+    let has = |case: &str| order.iter().any(|&(name, _)| name == case);
+    let rping_only = order.iter().all(|&(name, _)| name == "rping");
+    let (size_flag, count_flag) = if rping_only { ("-S", "-C") } else { ("-s", "-n") };
     let mut out = String::new();
-    out.push_str("| case | -s | -n | C median | ours median | ours/C | A/A resolution | C run spread | verdict |\n");
+    writeln!(
+        out,
+        "| case | {size_flag} | {count_flag} | C median | ours median | ours/C | A/A resolution | C run spread | verdict |"
+    )
+    .unwrap();
     out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
     let mut rounds = 0;
     for &(name, size) in &order {
@@ -103,16 +112,26 @@ pub fn render(raw: &Raw) -> Result<String, String> {
         raw.meta("qemu")
     )
     .unwrap();
-    if icount {
+    if icount && has("lat") {
         out.push_str("Polling cases (lat) ran both tools with lab/yield_poll.c preloaded (an empty ibv_poll_cq yields the one vCPU).\n");
     }
-    writeln!(
-        out,
-        "Latency: usec/iter (lower is better; target ours/C <= {}). Bandwidth: BW average in MiB/s (higher is better; target >= {}).",
-        num(t.lat),
-        num(t.bw)
-    )
-    .unwrap();
+    if !rping_only {
+        writeln!(
+            out,
+            "Latency: usec/iter (lower is better; target ours/C <= {}). Bandwidth: BW average in MiB/s (higher is better; target >= {}).",
+            num(t.lat),
+            num(t.bw)
+        )
+        .unwrap();
+    }
+    if has("rping") {
+        writeln!(
+            out,
+            "rping: `rping` against `10_rdma_cm`, the same flags on both sides (-s/-c, -a, -p, -S, -C); both with lab/loop_clock.c preloaded, which times the client's ping loop from its first ibv_post_send to its rdma_disconnect on the guest's clock: us per ping, over -C (lower is better; target ours/C <= {}).",
+            num(t.lat)
+        )
+        .unwrap();
+    }
     writeln!(
         out,
         "ours/C: median of the {rounds} ours runs over the median of the {} C runs. A/A resolution: the same statistic for C against itself, each of its three positions in a round ({rounds} runs) over its other two ({} runs); the largest |ratio - 1| of the three. C run spread: (max - min) / median of single C runs, not used by the verdict.",
@@ -167,6 +186,22 @@ mod tests {
         );
         assert_eq!(verdict(true, 0.99, 0.001, &t), "**misses target** (>= 0.995)");
         assert_eq!(verdict(true, 1.0, 0.001, &t), "meets target (>= 0.995)");
+    }
+
+    #[test]
+    fn an_rping_table_names_rpings_flags_and_what_was_timed() {
+        let mut text = String::from("#\tclock\ticount\n");
+        for round in 1..=2 {
+            for (slot, tool, v) in [("ab1", "c", 200.), ("ab2", "ours", 150.), ("aa1", "c", 200.), ("aa2", "c", 200.)] {
+                text.push_str(&format!("rping\t64\t2000\t{round}\t{slot}\t{tool}\t{v}\n"));
+            }
+        }
+        let out = render(&Raw::parse(&text).unwrap()).unwrap();
+        assert!(out.starts_with("| case | -S | -C |"), "{out}");
+        assert!(out.contains("| rping | 64 | 2000 | 200.00 us | 150.00 us | 0.7500 |"), "{out}");
+        assert!(out.contains("lab/loop_clock.c"), "{out}");
+        // Neither the polling shim nor the headline's units: no such case ran.
+        assert!(!out.contains("yield_poll") && !out.contains("Bandwidth:"), "{out}");
     }
 
     #[test]
