@@ -19,6 +19,77 @@ use crate::verbs::{
 /// a completion that it is waiting for (nothing it waits for is timed).
 pub const MAX_NAP: Duration = Duration::from_millis(32);
 
+/// How long a [`Backoff::spin`] waiter yields before it naps: longer than most waits of a
+/// healthy ping-pong at small sizes, where the peer answers as soon as it gets the CPU.
+pub const SPIN: Duration = Duration::from_micros(100);
+
+/// A [`Backoff::spin`] waiter's nap after [`SPIN`], until [`SHORT_NAPS`] have passed.
+pub const SHORT_NAP: Duration = Duration::from_micros(20);
+
+/// How long into a wait a [`Backoff::spin`] waiter keeps its naps short; past that the peer
+/// is slow or gone, and it naps as [`Backoff::nap`] does.
+pub const SHORT_NAPS: Duration = Duration::from_millis(50);
+
+/// What a waiter does after an empty poll.
+///
+/// [`Backoff::nap`] sleeps, 1 ms at first and twice as long after each empty poll, up to
+/// [`MAX_NAP`]: right where nothing is timed, since a busy-polling waiter takes the CPU its
+/// peer needs. But a nap is also the shortest time the waiter can take to notice what it
+/// waits for: in a loop that waits for its peer's answer every few microseconds, a 1 ms
+/// nap per wait *is* the loop's speed. [`Backoff::spin`] is for such a loop: for [`SPIN`]
+/// it gives the CPU away (`sched_yield`) and polls again at once — on a CPU shared with the
+/// peer, the yield lets the peer run now; on a CPU of its own, it returns at once and the
+/// waiter busy-polls, as latency-bound loops do. A longer wait is the kernel's work (rxe
+/// answering a large RDMA READ runs in a kernel thread): a spinning waiter would take CPU
+/// time from it, so it naps [`SHORT_NAP`] at a time until [`SHORT_NAPS`], and only then as
+/// [`Backoff::nap`] does. (A production program would arm the CQ and sleep on its
+/// completion channel after the spin, as rping's CQ thread does from the start.)
+#[derive(Debug)]
+pub struct Backoff {
+    /// Whether to spin and nap short before napping long.
+    spin: bool,
+    /// The wait's first empty poll.
+    since: Option<Instant>,
+    /// The next long nap.
+    nap: Duration,
+}
+
+impl Backoff {
+    /// Naps from the first empty poll on.
+    pub fn nap() -> Backoff {
+        Backoff { spin: false, since: None, nap: Duration::from_millis(1) }
+    }
+
+    /// Yields for [`SPIN`] from the first empty poll, naps short until [`SHORT_NAPS`], then
+    /// naps as [`Backoff::nap`].
+    pub fn spin() -> Backoff {
+        Backoff { spin: true, since: None, nap: Duration::from_millis(1) }
+    }
+
+    /// After an empty poll at `now`: yield, or nap.
+    pub fn idle(&mut self, now: Instant) {
+        if self.spin {
+            let waited = now - *self.since.get_or_insert(now);
+            if waited < SPIN {
+                std::thread::yield_now();
+                return;
+            }
+            if waited < SHORT_NAPS {
+                std::thread::sleep(SHORT_NAP);
+                return;
+            }
+        }
+        std::thread::sleep(self.nap);
+        self.nap = (self.nap * 2).min(MAX_NAP);
+    }
+
+    /// After a poll that found something: the next wait starts afresh.
+    pub fn reset(&mut self) {
+        self.since = None;
+        self.nap = Duration::from_millis(1);
+    }
+}
+
 /// A work request [`wait_for`] waits for: one of ours that sends (a SEND or an RDMA WRITE,
 /// which completes when the peer acknowledges it), or one of our receives (which completes
 /// when the peer's message lands in it). The two stay incomplete for different reasons.
@@ -48,10 +119,19 @@ impl Awaited {
 /// poll, up to [`MAX_NAP`]: unlike 08's timed loop, nothing here is measured, and a
 /// busy-polling waiter takes the CPU its peer needs.
 pub fn wait_for(cq: &Cq, expected: &[Awaited], timeout: Duration) -> Result<()> {
+    wait_with(cq, expected, timeout, &mut Backoff::nap())
+}
+
+/// [`wait_for`] for a loop that waits for its peer's answer every iteration: it spins
+/// before it naps ([`Backoff::spin`]).
+pub fn wait_spinning(cq: &Cq, expected: &[Awaited], timeout: Duration) -> Result<()> {
+    wait_with(cq, expected, timeout, &mut Backoff::spin())
+}
+
+fn wait_with(cq: &Cq, expected: &[Awaited], timeout: Duration, backoff: &mut Backoff) -> Result<()> {
     let deadline = Instant::now() + timeout;
     let mut got: Vec<Option<ibv_wc>> = vec![None; expected.len()];
     let mut wc = [verbs::WC_ZERO; 2];
-    let mut nap = Duration::from_millis(1);
     while got.iter().any(Option::is_none) {
         let ne = cq.poll(&mut wc)?;
         for wc in &wc[..ne] {
@@ -66,23 +146,22 @@ pub fn wait_for(cq: &Cq, expected: &[Awaited], timeout: Duration) -> Result<()> 
                 }
             }
         }
-        if ne == 0 && Instant::now() > deadline {
+        if ne > 0 {
+            backoff.reset();
+            continue;
+        }
+        let now = Instant::now();
+        if now > deadline {
             let missing: Vec<Awaited> =
                 expected.iter().zip(&got).filter(|(_, slot)| slot.is_none()).map(|(w, _)| *w).collect();
             return Err(Error::new("ibv_poll_cq")
                 .cause(timeout_cause(&missing, timeout))
                 .fix("read the peer's output first; start both sides; raise --timeout on a slow machine"));
         }
-        if ne == 0 {
-            // Nothing to do but wait: nap instead of spinning, so the CPU goes to the peer
-            // and the device. (09's target waits here through the whole --bw transfer:
-            // spinning, it took one of the lab VM's two vCPUs for itself; waking every
-            // millisecond, it still took 1 % of the one vCPU of lab/bench's instruction clock.)
-            std::thread::sleep(nap);
-            nap = (nap * 2).min(MAX_NAP);
-        } else {
-            nap = Duration::from_millis(1);
-        }
+        // Nothing to do but wait. (09's target waits here, napping, through the whole --bw
+        // transfer: spinning, it took one of the lab VM's two vCPUs for itself; waking every
+        // millisecond, it still took 1 % of the one vCPU of lab/bench's instruction clock.)
+        backoff.idle(now);
     }
     for wc in got.into_iter().flatten() {
         trace_wc(&wc);

@@ -45,9 +45,9 @@ use std::time::{Duration, Instant};
 use crate::cm::{await_event, explain_bind, explain_route, trace_event, trace_state, unexpected, Endpoint};
 use crate::error::{Error, Result};
 use crate::poll::{
-    check_wc, trace_wc, wait_for,
+    check_wc, trace_wc, wait_spinning,
     Awaited::{Recv, Send},
-    MAX_NAP,
+    Backoff,
 };
 use crate::rping::{c_string, ping_data, RpingInfo};
 use crate::stages::modify_qp_rtr::RTR_MASK;
@@ -330,7 +330,7 @@ fn send_info(conn: &mut Conn, info: RpingInfo, timeout: Duration) -> Result<()> 
     conn.send.write(0, &info.to_bytes());
     trace::event("rping_info").kv("addr", Hex64(info.addr)).kv("rkey", Key(info.rkey)).kv("size", info.size).emit();
     post_send(conn)?;
-    wait_for(&conn.cq, &[Send(SEND_WRID), Recv(RECV_WRID)], timeout)?;
+    wait_spinning(&conn.cq, &[Send(SEND_WRID), Recv(RECV_WRID)], timeout)?;
     post_recv(conn)
 }
 // ANCHOR_END: client
@@ -406,7 +406,7 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
         .kv("wr.rdma.remote_addr", Hex64(info.addr))
         .kv("wr.rdma.rkey", Key(info.rkey))
         .emit();
-    wait_for(&conn.cq, &[Send(wr_id)], timeout).map_err(|err| match conn.qp.query(IBV_QP_MAX_QP_RD_ATOMIC) {
+    wait_spinning(&conn.cq, &[Send(wr_id)], timeout).map_err(|err| match conn.qp.query(IBV_QP_MAX_QP_RD_ATOMIC) {
         // A READ that never completes on a QP that may have none in flight was never sent.
         Ok(attr) if read && err.errno().is_none() && attr.max_rd_atomic == 0 => Error::new("RDMA READ")
             .cause(
@@ -428,7 +428,8 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
 ///
 /// The two completions wait together because either may come first: the client may SEND
 /// its next message as soon as our "go ahead" lands, before its acknowledgement reaches
-/// us. They are traced in one order, as [`wait_for`] does.
+/// us. They are traced in one order, as [`crate::poll::wait_for`] does. Between empty polls
+/// it spins, then naps ([`Backoff::spin`]), as the client does.
 fn await_info(
     ep: &Endpoint,
     conn: &Conn,
@@ -439,9 +440,10 @@ fn await_info(
     let deadline = Instant::now() + timeout;
     let mut wc = [verbs::WC_ZERO; 1];
     let (mut sent, mut received) = (None, None);
-    let mut nap = Duration::from_millis(1);
+    let mut backoff = Backoff::spin();
     loop {
         if conn.cq.poll(&mut wc)? == 1 {
+            backoff.reset();
             check_wc(&wc[0], done)?;
             match wc[0].wr_id() {
                 SEND_WRID if go_ahead && sent.is_none() => sent = Some(wc[0]),
@@ -466,12 +468,12 @@ fn await_info(
             trace_event(ep, &event);
             return Err(unexpected(&event, "the client's next message, or DISCONNECTED"));
         }
-        if Instant::now() > deadline {
+        let now = Instant::now();
+        if now > deadline {
             return Err(Error::new("ibv_poll_cq")
                 .cause(format!("no message from the client and no CM event within {} s", timeout.as_secs())));
         }
-        std::thread::sleep(nap);
-        nap = (nap * 2).min(MAX_NAP);
+        backoff.idle(now);
     }
 }
 
