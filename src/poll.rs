@@ -19,9 +19,9 @@ use crate::verbs::{
 /// a completion that it is waiting for (nothing it waits for is timed).
 pub const MAX_NAP: Duration = Duration::from_millis(32);
 
-/// How long a [`Backoff::spin`] waiter yields before it naps: longer than most waits of a
-/// healthy ping-pong at small sizes, where the peer answers as soon as it gets the CPU.
-pub const SPIN: Duration = Duration::from_micros(100);
+/// How long a [`Backoff::spin`] waiter yields before it naps: longer than the waits of a
+/// healthy ping-pong up to a few KiB, where the peer answers as soon as it gets the CPU.
+pub const SPIN: Duration = Duration::from_micros(200);
 
 /// A [`Backoff::spin`] waiter's nap after [`SPIN`], until [`SHORT_NAPS`] have passed.
 pub const SHORT_NAP: Duration = Duration::from_micros(20);
