@@ -1,10 +1,11 @@
 /* lab/loop_clock.c — an LD_PRELOAD shim for lab/bench --rping: times a client's ping loop
  * from outside, the same way for Debian's rping and for 10_rdma_cm.
  *
- * Why: rping prints no timing, and the client's whole run time is mostly not its loop:
- * connecting and tearing down take 25-50 ms of guest time, and how long moves from run to
- * run by more than the loop's whole cost at small sizes (the connection manager waits on
- * the kernel's work queues and timers). The loop is what both programs do ping by ping.
+ * Why: rping prints no timing, and the client's whole run time is not only its loop:
+ * connecting and tearing down took 17-90 ms of guest time a run, and how long moves from
+ * run to run by far more than the 0.5 % lab/bench must resolve (the connection manager
+ * waits on the kernel's work queues and timers). The loop is what both programs do ping
+ * by ping.
  *
  * What it measures: CLOCK_MONOTONIC from the process's first ibv_post_send — a client posts
  * nothing before its first ping's SEND, receives are ibv_post_recv — to its call of
