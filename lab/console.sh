@@ -106,7 +106,9 @@ fail() {
 expect() {
     local pattern=$1 deadline=$(( $(now) + $2 * 1000 )) hit offset match from=${CON_FROM[$CON]}
     while :; do
-        hit=$(tail -c +$((from + 1)) "$job/$CON.console" | grep -a -b -o -E -m 1 "$pattern" | head -n 1 || true)
+        hit=$(tail -c +$((from + 1)) "$job/$CON.console" | grep -a -b -o -E -m 1 "$pattern|Kernel panic - not syncing" | head -n 1 || true)
+        # A panicked guest never prints PATTERN (the images do not reboot on panic): say so now.
+        case "$hit" in *"Kernel panic - not syncing"*) fail "the guest kernel panicked (on $(console_said))" ;; esac
         if [ -n "$hit" ]; then
             offset=${hit%%:*} match=${hit#*:}
             CON_FROM[$CON]=$((from + offset + ${#match}))
