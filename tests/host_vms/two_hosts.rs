@@ -777,7 +777,10 @@ fn rc_on_a_bad_wire() {
     assert_eq!(s1.len(), BAD_WIRE.len() + 1, "{}", run.output);
     assert_eq!(s2.len(), BAD_WIRE.len() + 1, "{}", run.output);
     let delta = |s: &[(String, String)], i: usize, key: &str| count(&s[i + 1].1, key) - count(&s[i].1, key);
+    let done = |out: &str| out.contains("exit status: 0") && out.contains("ok=yes");
     let mut report = String::new();
+    // Whether h2's QP failed on its interface while it was down (the snapshot's case).
+    let mut down_1s_failed = false;
     for (i, r) in BAD_WIRE.iter().enumerate() {
         let (a, b) = (&s1[i + 1].1, &s2[i + 1].1);
         let retries = delta(&s1, i, "completer_retry_err") + delta(&s2, i, "completer_retry_err");
@@ -804,7 +807,6 @@ fn rc_on_a_bad_wire() {
                         && out.contains("our device is retransmitting")
                         && out.contains("the peer's program ended")
                 };
-                let done = |out: &str| out.contains("exit status: 0") && out.contains("ok=yes");
                 assert!(
                     (done(a) && done(b)) || (done(a) && last_ack_lost(b)) || (last_ack_lost(a) && done(b)),
                     "{}:\n[h1]\n{a}\n[h2]\n{b}",
@@ -836,20 +838,50 @@ fn rc_on_a_bad_wire() {
                 assert_eq!(delta(&s2, i, "retry_exceeded_err"), 0);
             }
             _ => {
-                // The interface down: h2's rxe fails the QP at once, and the explanation
-                // names the interface. Linux 6.1 fails the SEND with LOC_QP_OP_ERR before
-                // anything reached the interface (send_err 0); 6.12 moves the QP to the error
-                // state and flushes the SEND. h1 is told nothing by RC; its watchdog says the
-                // peer stopped, not that it crashed.
-                if linux_6_1 {
-                    assert!(b.contains("error: work request wr_id 2 (status local QP operation error (2)"), "{b}");
-                    assert_eq!(delta(&s2, i, "send_err"), 0, "{b}");
+                // The interface down. rxe notices only when h2 next transmits, which is what
+                // nearly every run meets: h2 had received h1's message and posts its next
+                // SEND, or retransmits an unacknowledged one, and rxe fails the QP at once;
+                // the explanation names the interface. Linux 6.1 fails the SEND with
+                // LOC_QP_OP_ERR before anything reached the interface (send_err 0); 6.12
+                // moves the QP to the error state and flushes the SEND. h1 is told nothing
+                // by RC; its watchdog says the peer stopped, not that it crashed.
+                let failed = |status: &str| b.contains(&format!("error: work request wr_id 2 (status {status}"));
+                if failed("local QP operation error (2)") || failed("Work Request Flushed Error (5)") {
+                    if linux_6_1 {
+                        assert!(failed("local QP operation error (2)"), "{b}");
+                        assert_eq!(delta(&s2, i, "send_err"), 0, "{b}");
+                    } else {
+                        assert!(failed("Work Request Flushed Error (5)"), "{b}");
+                    }
+                    assert!(b.contains("the link is down: eth0 is down (operstate down"), "{b}");
+                    assert!(
+                        a.contains("no completion for 5 s") && a.to_lowercase().contains("the peer stopped"),
+                        "{a}"
+                    );
+                    assert!(!a.contains("crashed"), "{a}");
+                    down_1s_failed |= r.tag == "down-1s";
                 } else {
-                    assert!(b.contains("error: work request wr_id 2 (status Work Request Flushed Error (5)"), "{b}");
+                    // Or the whole outage fell while h2 had nothing to send: its SEND
+                    // acknowledged, it waited for h1's next message, which h1 retransmitted
+                    // (met once in CI on 6.1, in one run of many). Then 1 s down is carried
+                    // over as a cut is; 6 s, longer than --timeout, ends by the watchdogs,
+                    // h2's naming its interface, h1's the silence.
+                    eprintln!("{}: h2 sent nothing while its interface was down; h1 retransmitted", r.tag);
+                    assert!(delta(&s1, i, "completer_retry_err") > 0, "{}: h1 did not retransmit:\n{a}", r.tag);
+                    if r.tag == "down-1s" {
+                        assert!(done(a) && done(b), "{}:\n[h1]\n{a}\n[h2]\n{b}", r.tag);
+                    } else {
+                        let (a, b) = (a.to_lowercase(), b.to_lowercase());
+                        assert!(
+                            b.contains("no completion for 5 s") && b.contains("our link is down: eth0 is down"),
+                            "{b}"
+                        );
+                        assert!(
+                            a.contains("no completion for 5 s") && a.contains("the peer stopped acknowledging"),
+                            "{a}"
+                        );
+                    }
                 }
-                assert!(b.contains("the link is down: eth0 is down (operstate down"), "{b}");
-                assert!(a.contains("no completion for 5 s") && a.to_lowercase().contains("the peer stopped"), "{a}");
-                assert!(!a.contains("crashed"), "{a}");
             }
         }
     }
@@ -868,7 +900,7 @@ fn rc_on_a_bad_wire() {
         .collect();
     // On 6.12 the flush's list also counts the packets the interface refused while it went
     // down, as many as were in flight: a number of lines that varies, so no snapshot.
-    if linux_6_1 {
+    if linux_6_1 && down_1s_failed {
         snapshot("bad-wire-down-1s-08_poll_cq", &error);
     }
 }
