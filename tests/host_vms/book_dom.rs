@@ -7,7 +7,7 @@
 //! Also `mdbook test book` (every fence is `rust,ignore`, but mdBook still starts one rustdoc
 //! per chapter, which is slow under the lab VM's emulated CPU, so it runs here).
 //!
-//! Host-only (`--features lab-host`): it needs `mdbook` (book/install-tools) and `chromium`
+//! Host-only (`cargo test --test host_vms`): it needs `mdbook` (book/install-tools) and `chromium`
 //! (`book/install-tools --with-chromium`, i.e. `apt-get install chromium`), and fails loudly
 //! without them.
 

@@ -1,7 +1,7 @@
 //! The classroom kit on a real device: `lab/exercise NN` makes a student's copy of a stage
 //! with its holes, and `lab/check NN` grades it against the reference (issue 15).
 //!
-//! Runs on the host (`--features lab-host`): `lab/check` builds each exercise here, then
+//! Runs on the host (`cargo test --test host_vms`): `lab/check` builds each exercise here, then
 //! runs every step asked for in one lab VM boot (or on this machine's device, if it has
 //! one). Three checks, so three boots:
 //!

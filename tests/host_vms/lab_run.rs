@@ -1,7 +1,7 @@
 //! Tests of `lab/run` itself: the lab VM is the device every other test depends on, so
 //! what it promises (exit status, unmixed stdout and stderr, the caller's directory and a
 //! small allow-list of its environment, a ready rxe0) is checked from the host, booting
-//! real VMs. Host-only: `cargo test --features lab-host --test host_vms lab_run::` (lab/test runs it).
+//! real VMs. Host-only: `cargo test --test host_vms lab_run::` (lab/test runs it).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

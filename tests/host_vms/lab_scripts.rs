@@ -1,7 +1,7 @@
 //! Tests of the lab's shell scripts: they are the first thing a newcomer runs, so they must
 //! never die silently, must pass shellcheck, and must use a machine's own Soft-RoCE when
 //! its kernel has one rather than boot a VM. Host-only:
-//! `cargo test --features lab-host --test host_vms lab_scripts::` (lab/test runs it).
+//! `cargo test --test host_vms lab_scripts::` (lab/test runs it).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

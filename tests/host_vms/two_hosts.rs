@@ -1,7 +1,7 @@
 //! The stages across a real (virtual) wire: the two-host lab boots h1 (192.0.2.1, the
 //! server) and h2 (192.0.2.2, the client), each with its own rxe0, captures the wire
 //! between them and decodes it with tshark (lab/packets). Host-only, as it boots VMs:
-//! `cargo test --features lab-host --test host_vms two_hosts::` (lab/test runs it).
+//! `cargo test --test host_vms two_hosts::` (lab/test runs it).
 //!
 //! The decoded packets of 07, 08 and 09 are checked against what the two sides exchanged over
 //! TCP — the first PSN on the wire is the sender's exchanged PSN, the RETH carries the
