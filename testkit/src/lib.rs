@@ -9,7 +9,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use rdma_dissect::role::Role;
@@ -724,14 +724,34 @@ pub fn spawn_as(mut cmd: Command, program: &str, args: &[String]) -> Child {
 /// Waits for `child` until `deadline` and kills it then: its exit status (`None` when it
 /// had to be killed), stdout and stderr. The pipes are drained on threads, so a chatty
 /// child cannot block on a full pipe.
-pub fn wait_or_kill(mut child: Child, deadline: Instant) -> (Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>) {
+pub fn wait_or_kill(child: Child, deadline: Instant) -> (Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>) {
+    wait_or_kill_once(child, deadline, |_| false)
+}
+
+/// [`wait_or_kill`], but kills `child` as soon as its stdout so far is `enough`: for a peer
+/// that has printed all it will and would otherwise wait for ever.
+pub fn wait_or_kill_once(
+    mut child: Child,
+    deadline: Instant,
+    enough: impl Fn(&[u8]) -> bool,
+) -> (Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>) {
     let mut out = child.stdout.take().expect("stdout piped");
     let mut err = child.stderr.take().expect("stderr piped");
-    let out_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
+    let stdout = Arc::new(Mutex::new(Vec::new()));
+    let out_t = {
+        let stdout = Arc::clone(&stdout);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match out.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => stdout.lock().unwrap().extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        })
+    };
     let err_t = std::thread::spawn(move || {
         let mut v = Vec::new();
         let _ = err.read_to_end(&mut v);
@@ -741,14 +761,16 @@ pub fn wait_or_kill(mut child: Child, deadline: Instant) -> (Option<std::process
         if let Some(status) = child.try_wait().expect("try_wait") {
             break Some(status);
         }
-        if Instant::now() > deadline {
+        if Instant::now() > deadline || enough(&stdout.lock().unwrap()) {
             let _ = child.kill();
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    (status, out_t.join().unwrap(), err_t.join().unwrap())
+    out_t.join().unwrap();
+    let stdout = std::mem::take(&mut *stdout.lock().unwrap());
+    (status, stdout, err_t.join().unwrap())
 }
 
 /// Waits for `child` at most until `deadline`; kills it and panics after that.

@@ -485,6 +485,10 @@ fn grace(ours: &Ran, deadline: Instant) -> Instant {
 /// Waits for `child` until `deadline`, then kills it.
 fn finish(child: Child, what: &str, deadline: Instant) -> Ran {
     let (status, stdout, stderr) = common::wait_or_kill(child, deadline);
+    ran(what, status, stdout, stderr)
+}
+
+fn ran(what: &str, status: Option<std::process::ExitStatus>, stdout: Vec<u8>, stderr: Vec<u8>) -> Ran {
     Ran {
         what: what.to_string(),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
@@ -555,13 +559,18 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: O
     let (ours_child, peer_child) = if side == Some(Role::Server) { (server, client) } else { (client, server) };
     let ours = finish(ours_child, &ours_name, deadline);
     // Steps 05–07 end before rc_pingpong's ping-pong does: the C peer would wait forever
-    // for messages that never come. It has done its part once ours has exited.
-    let peer_deadline = if c_peer && step.nn.as_str() < "08" {
-        Instant::now() + Duration::from_secs(1)
+    // for messages that never come. It has done its part once ours has exited and it has
+    // printed the peer's address (after the exchange; its loop prints nothing), and it
+    // gets a second for that.
+    let peer = if c_peer && step.nn.as_str() < "08" {
+        let printed =
+            |out: &[u8]| out.split(|&b| b == b'\n').rev().skip(1).any(|l| l.starts_with(b"  remote address:"));
+        let (status, stdout, stderr) =
+            common::wait_or_kill_once(peer_child, Instant::now() + Duration::from_secs(1), printed);
+        ran(&peer_name, status, stdout, stderr)
     } else {
-        grace(&ours, deadline)
+        finish(peer_child, &peer_name, grace(&ours, deadline))
     };
-    let peer = finish(peer_child, &peer_name, peer_deadline);
     let label = match side {
         Some(Role::Server) => format!("as the server, {peer_name} as the client{flags}"),
         _ => format!("as the client, {peer_name} as the server{flags}"),
