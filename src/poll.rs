@@ -197,16 +197,25 @@ fn timeout_cause(missing: &[Awaited], timeout: Duration) -> String {
 /// in rc_pingpong). `completed` is how many work requests of its kind (its wr_id: our
 /// programs give each kind its own) had completed successfully on this QP before it: a
 /// failure after many good completions of the same kind is not about how it was built.
+#[inline]
 pub fn check_wc(wc: &ibv_wc, completed: u64) -> Result<()> {
     match wc.error() {
         None => Ok(()),
-        Some((status, vendor_err)) => Err(Error::new(format!(
-            "work request wr_id {} (status {} ({status}), vendor_err 0x{vendor_err:x})",
-            wc.wr_id(),
-            verbs::wc_status_str(status)
-        ))
-        .cause(wc_status_cause(status, completed, crate::link::sample()))),
+        Some((status, vendor_err)) => Err(failed_wc(wc.wr_id(), status, vendor_err, completed)),
     }
+}
+
+/// The explained error of a failed completion, kept out of the loops that call
+/// [`check_wc`] for every completion: inlined there, its formatting made the loop of 08
+/// heavier on every iteration, failed or not.
+#[cold]
+#[inline(never)]
+fn failed_wc(wr_id: u64, status: ibverbs_sys::ibv_wc_status::Type, vendor_err: u32, completed: u64) -> Error {
+    Error::new(format!(
+        "work request wr_id {wr_id} (status {} ({status}), vendor_err 0x{vendor_err:x})",
+        verbs::wc_status_str(status)
+    ))
+    .cause(wc_status_cause(status, completed, crate::link::sample()))
 }
 
 /// Why a work request completed with `status`, from what the program can know: the status,
