@@ -725,12 +725,12 @@ pub fn spawn_as(mut cmd: Command, program: &str, args: &[String]) -> Child {
 /// had to be killed), stdout and stderr. The pipes are drained on threads, so a chatty
 /// child cannot block on a full pipe.
 pub fn wait_or_kill(child: Child, deadline: Instant) -> (Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>) {
-    wait_or_kill_once(child, deadline, |_| false)
+    wait_or_kill_when(child, deadline, |_| false)
 }
 
 /// [`wait_or_kill`], but kills `child` as soon as its stdout so far is `enough`: for a peer
 /// that has printed all it will and would otherwise wait for ever.
-pub fn wait_or_kill_once(
+pub fn wait_or_kill_when(
     mut child: Child,
     deadline: Instant,
     enough: impl Fn(&[u8]) -> bool,

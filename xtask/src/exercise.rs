@@ -484,11 +484,12 @@ fn grace(ours: &Ran, deadline: Instant) -> Instant {
 
 /// Waits for `child` until `deadline`, then kills it.
 fn finish(child: Child, what: &str, deadline: Instant) -> Ran {
-    let (status, stdout, stderr) = common::wait_or_kill(child, deadline);
-    ran(what, status, stdout, stderr)
+    finish_when(child, what, deadline, |_| false)
 }
 
-fn ran(what: &str, status: Option<std::process::ExitStatus>, stdout: Vec<u8>, stderr: Vec<u8>) -> Ran {
+/// [`finish`], but kills `child` as soon as its stdout so far is `enough`.
+fn finish_when(child: Child, what: &str, deadline: Instant, enough: impl Fn(&[u8]) -> bool) -> Ran {
+    let (status, stdout, stderr) = common::wait_or_kill_when(child, deadline, enough);
     Ran {
         what: what.to_string(),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
@@ -565,9 +566,7 @@ fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: O
     let peer = if c_peer && step.nn.as_str() < "08" {
         let printed =
             |out: &[u8]| out.split(|&b| b == b'\n').rev().skip(1).any(|l| l.starts_with(b"  remote address:"));
-        let (status, stdout, stderr) =
-            common::wait_or_kill_once(peer_child, Instant::now() + Duration::from_secs(1), printed);
-        ran(&peer_name, status, stdout, stderr)
+        finish_when(peer_child, &peer_name, Instant::now() + Duration::from_secs(1), printed)
     } else {
         finish(peer_child, &peer_name, grace(&ours, deadline))
     };
