@@ -505,7 +505,7 @@ fn a_host_that_dies_mid_run_leaves_the_survivor_to_its_watchdog() {
 /// The capture is taken at the client, h2: it makes the mistake and is the last to give up
 /// (the server's VM may stop first, and its capture with it).
 fn break_across_two_hosts(exe: &str, case: &str) -> Run {
-    let args = format!("{DEVICE_ARGS} -p {} -s 1024 --timeout 10 --break {case}", common::tcp_port());
+    let args = format!("{DEVICE_ARGS} -p {} -s 1024 --timeout 4 --break {case}", common::tcp_port());
     across_two_hosts_as(&format!("break-{case}"), &format!("{exe} {args}"), &format!("{exe} {args} 192.0.2.1"), 2)
 }
 
