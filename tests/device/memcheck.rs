@@ -8,7 +8,7 @@
 
 use testkit as common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,15 +17,11 @@ fn every_step_is_clean_under_valgrind_memcheck() {
     // Alone on the device: valgrind's minutes would slow every test beside it.
     let _device = common::device_lock();
     let dev = common::device();
-    // The step binaries this build made, or copies of them (RDMA_DISSECT_MEMCHECK_BIN):
-    // lab/test runs this test beside lab/check and the walkthrough, whose cargo builds
-    // may link target/debug/'s binaries anew while valgrind starts one.
-    let bins = std::env::var_os("RDMA_DISSECT_MEMCHECK_BIN")
-        .map_or_else(|| Path::new(env!("CARGO_BIN_EXE_01_open_device")).parent().unwrap().to_path_buf(), PathBuf::from);
+    let bins = Path::new(env!("CARGO_BIN_EXE_01_open_device")).parent().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("lab/memcheck");
     let started = Instant::now();
     let child = Command::new(&script)
-        .env("MEMCHECK_BIN", &bins)
+        .env("MEMCHECK_BIN", bins)
         .env("RDMA_DEVICE", &dev.name)
         .env("RDMA_GID_INDEX", dev.gid_index.to_string())
         // One port per step pair (05–09), none another test uses.
