@@ -109,8 +109,8 @@ pub fn pingpong(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> R
     // The client sends first and, as rc_pingpong does, before it reads the clock: the time
     // is that of the loop after the first post. It matters for large messages: Linux
     // 6.1's rxe runs a user QP's sending inside the ibv_post_send system call
-    // (rxe_post_send: "utilize process context"), so that first post takes as long as
-    // the packets it puts out.
+    // (rxe_post_send: "utilize process context"), so a large message's first post sends
+    // many of its packets before it returns.
     if client {
         post_send(&q.qp, mr, opts.size, q.send_flags)?;
     }
