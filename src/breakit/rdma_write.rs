@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::{Case, Stack};
 use crate::cli::PingpongArgs;
 use crate::error::{Error, Result};
-use crate::poll::check_wc;
+use crate::poll::check_wcs;
 use crate::role::Role;
 use crate::stages::create_qp::{QpOptions, Queues};
 use crate::stages::modify_qp_rts::connect;
@@ -154,7 +154,7 @@ fn never_signal(args: &PingpongArgs) -> Result<()> {
         let mut wc = [WC_ZERO; 1];
         while Instant::now() < deadline {
             if q.cq.poll(&mut wc)? > 0 {
-                return check_wc(&wc[0], 0); // an unsignaled WR that fails still completes
+                return check_wcs(&q.cq, &wc, |_| 0); // an unsignaled WR that fails still completes
             }
             std::thread::sleep(Duration::from_millis(10));
         }

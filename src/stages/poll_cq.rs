@@ -26,7 +26,7 @@
 //!
 //! **A dead peer.** RC tells a *sender* when its peer is gone: the SEND is never
 //! acknowledged, the QP retries `retry_cnt` times and completes it with
-//! `IBV_WC_RETRY_EXC_ERR` (reported by `check_wc`). Soft-RoCE does not even do that: rxe
+//! `IBV_WC_RETRY_EXC_ERR` (reported by `check_wcs`). Soft-RoCE does not even do that: rxe
 //! reads rc_pingpong's `retry_cnt = 7` as "retry forever" (`rxe_comp.c`: `if
 //! (qp->comp.retry_cnt != 7) qp->comp.retry_cnt--`). A *receiver* is told nothing — a
 //! posted receive simply never completes — and rc_pingpong then polls (or sleeps in
@@ -43,7 +43,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::poll::check_wc;
+use crate::poll::check_wcs;
 use crate::role::Role;
 use crate::stages::create_qp::Queues;
 use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
@@ -183,10 +183,9 @@ fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watc
         };
         dog.progress();
 
+        // How many of its kind completed before: a failure's explanation weighs that.
+        check_wcs(&q.cq, &wc[..ne], |wr_id| u64::from(if wr_id == PINGPONG_SEND_WRID { n.scnt } else { n.rcnt }))?;
         for wc in &wc[..ne] {
-            // How many of its kind completed before it: a failure's explanation weighs that.
-            let like_it = if wc.wr_id() == PINGPONG_SEND_WRID { n.scnt } else { n.rcnt };
-            check_wc(wc, u64::from(like_it))?;
             match wc.wr_id() {
                 PINGPONG_SEND_WRID => n.scnt += 1,
                 PINGPONG_RECV_WRID => {

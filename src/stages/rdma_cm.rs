@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use crate::cm::{await_event, explain_bind, explain_route, trace_event, trace_state, unexpected, Endpoint};
 use crate::error::{Error, Result};
 use crate::poll::{
-    check_wc, trace_wc, wait_spinning,
+    check_wcs, trace_wc, wait_spinning,
     Awaited::{Recv, Send},
     Backoff,
 };
@@ -444,7 +444,7 @@ fn await_info(
     loop {
         if conn.cq.poll(&mut wc)? == 1 {
             backoff.reset();
-            check_wc(&wc[0], done)?;
+            check_wcs(&conn.cq, &wc, |_| done)?;
             match wc[0].wr_id() {
                 SEND_WRID if go_ahead && sent.is_none() => sent = Some(wc[0]),
                 RECV_WRID if received.is_none() => received = Some(wc[0]),

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::poll::{
-    check_wc, wait_for,
+    check_wcs, wait_for,
     Awaited::{Recv, Send},
 };
 use crate::stages::create_qp::Queues;
@@ -198,8 +198,8 @@ pub fn bandwidth(q: &Queues, mr: &mut Mr, size: u32, iters: u32, remote: &RdmaDe
             posted += 1;
         }
         let ne = cq.poll(&mut wc)?;
+        check_wcs(cq, &wc[..ne], |_| u64::from(completed))?;
         for wc in &wc[..ne] {
-            check_wc(wc, u64::from(completed))?;
             // This completion frees its own write and the unsignaled ones before it.
             completed = if wc.wr_id() == WRITE_IMM_WRID { iters } else { completed + SIGNAL_EVERY };
         }
