@@ -212,8 +212,26 @@ impl Qp {
             let post = (*(*qp).context).ops.post_send.expect("provider without post_send");
             post(qp, wr, &mut bad_wr)
         };
-        check("ibv_post_send", rc)
+        check("ibv_post_send", rc).map_err(|err| self.explain_post_send(err))
         // ANCHOR_END: c_ibv_post_send
+    }
+
+    /// Explains an `ENOMEM` from `ibv_post_send`: the send queue is full, as in every
+    /// provider (rxe's checks its ring before it writes the WR; mlx5's does the same).
+    #[cold]
+    fn explain_post_send(&self, err: Error) -> Error {
+        if err.errno() != Some(libc::ENOMEM) {
+            return err;
+        }
+        let depth =
+            self.query_cap().map_or("max_send_wr".to_string(), |cap| format!("max_send_wr = {}", cap.max_send_wr));
+        err.cause(format!(
+            "the send queue is full: {depth} work requests are posted and not yet done. A WR's \
+             slot is the sender's again once the device has finished it and its completion is \
+             polled; an unsignaled WR's, once a later signaled WR's completion is polled (rxe \
+             frees it as soon as it is finished)"
+        ))
+        .fix("poll completions before posting more, and signal at least one WR in every max_send_wr")
     }
 
     /// `ibv_post_recv(qp, &wr, &bad_wr)` for one work request whose scatter list is
