@@ -63,8 +63,10 @@ pub static CASES: [Case<PingpongArgs>; 4] = [
         rule: "every scatter/gather entry must lie inside the MR whose lkey it quotes. The device\n\
                checks that when it reads the buffer, not ibv_post_send: the post succeeds and the\n\
                WR completes with IBV_WC_LOC_PROT_ERR, which puts the QP in the error state (its\n\
-               receive is flushed). (A wrong lkey is the other local protection error; rxe\n\
-               reports that one as IBV_WC_LOC_QP_OP_ERR)",
+               receive is flushed). rxe on Linux 6.12 puts the QP in the error state first and\n\
+               then flushes the SEND with the rest: IBV_WC_WR_FLUSH_ERR, the cause unsaid. (A\n\
+               wrong lkey is the other local protection error; rxe on Linux 6.1 reports that one\n\
+               as IBV_WC_LOC_QP_OP_ERR)",
         code: "src/breakit/post_send.rs sge_past_mr: sge.addr = mr.addr() + size / 2, posted with\n\
                Qp::post_send_unchecked_end; the correct entry is the first size bytes of the MR,\n\
                in src/stages/post_send.rs post_send",

@@ -395,6 +395,9 @@ const OTHER_VALUES: &[(&str, &str)] = &[
     (r"(?P<pre>\bcap\.max_inline_data=)\d+", "${pre}[GRANTED]"),
     (r"\bport=\d+", "port=[PORT]"),
     (r"\bnevents=\d+", "nevents=[COUNT]"),
+    // How many WRs a writer that never signals got posted before its send queue was full
+    // depends on how fast the device works them off (09 --break never-signal).
+    (r"\bposted=\d+ of=", "posted=[COUNT] of="),
     // 08's watchdog says how far the ping-pong got when the peer fell silent.
     (r"after \d+ of (\d+) sends and \d+ of (\d+) receives", "after [COUNT] of $1 sends and [COUNT] of $2 receives"),
     (r"in \d+\.\d+ seconds = \d+\.\d+ ", "in [TIME] seconds = [RATE] "),
