@@ -228,13 +228,14 @@ pub fn check_wcs(cq: &Cq, wcs: &[ibv_wc], completed: impl Fn(u64) -> u64) -> Res
 #[inline(never)]
 fn failed_wc(cq: &Cq, wcs: &[ibv_wc], completed: &dyn Fn(u64) -> u64) -> Error {
     let is_flush = |wc: &ibv_wc| verbs::wc_status(wc) == IBV_WC_WR_FLUSH_ERR;
-    let mut failed: Vec<ibv_wc> = wcs.iter().filter(|wc| wc.error().is_some()).copied().collect();
-    let flushes_only = failed.iter().all(is_flush);
-    if flushes_only {
-        failed.extend(failures_after(cq));
-    }
-    // The first failure that is not a flush, or else the first flush.
-    let wc = *failed.iter().find(|wc| !is_flush(wc)).unwrap_or(&failed[0]);
+    let failed: Vec<&ibv_wc> = wcs.iter().filter(|wc| wc.error().is_some()).collect();
+    // The first failure that is not a flush, on the CQ if not in the batch; or else the
+    // first flush.
+    let cause = match failed.iter().find(|wc| !is_flush(wc)) {
+        Some(wc) => Some(**wc),
+        None => failure_after(cq),
+    };
+    let wc = cause.unwrap_or(*failed[0]);
     // Its kind's successes before the batch, and in it (a queue's completions come in
     // order, so those of its kind in the batch came before it).
     let ok_in_batch = wcs.iter().filter(|w| w.wr_id() == wc.wr_id() && w.error().is_none()).count();
@@ -248,27 +249,20 @@ fn failed_wc(cq: &Cq, wcs: &[ibv_wc], completed: &dyn Fn(u64) -> u64) -> Error {
     .cause(wc_status_cause(status, completed, crate::link::sample()))
 }
 
-/// The failed completions `cq` yields within [`FLUSH_GRACE`], up to and including the first
-/// that is not a flush: the cause of the flushes polled before them.
-fn failures_after(cq: &Cq) -> Vec<ibv_wc> {
+/// The first failed completion other than a flush that `cq` yields within [`FLUSH_GRACE`]:
+/// the cause of the flushes polled before it.
+fn failure_after(cq: &Cq) -> Option<ibv_wc> {
     let deadline = Instant::now() + FLUSH_GRACE;
-    let mut failed = Vec::new();
     let mut wc = [verbs::WC_ZERO; 1];
     while Instant::now() < deadline {
         match cq.poll(&mut wc) {
-            Ok(1) => match wc[0].error() {
-                None => {}
-                Some((IBV_WC_WR_FLUSH_ERR, _)) => failed.push(wc[0]),
-                Some(_) => {
-                    failed.push(wc[0]);
-                    break;
-                }
-            },
+            Ok(1) if !matches!(wc[0].error(), None | Some((IBV_WC_WR_FLUSH_ERR, _))) => return Some(wc[0]),
+            Ok(1) => {}
             Ok(_) => std::thread::sleep(Duration::from_millis(1)),
-            Err(_) => break,
+            Err(_) => return None,
         }
     }
-    failed
+    None
 }
 
 /// Why a work request completed with `status`, from what the program can know: the status,
