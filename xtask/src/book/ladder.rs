@@ -63,22 +63,41 @@ fn xml_escape(s: &str) -> String {
 }
 
 /// One packet line of a two-host snapshot (`client → server  RC Send Only  PSN client+0 …`)
-/// as (from the client?, label, kind: "req", "ack" or "nak").
-fn ladder_row(line: &str) -> (bool, String, &'static str) {
+/// as (from the client?, label, kind: "req", "data", "ack" or "nak"). `read_len` is the
+/// length the last RDMA READ request asked for: an `Only` response carries all of it.
+///
+/// Only an `Acknowledge` is labelled by its AETH's meaning. Other packets carry an AETH too
+/// — a READ response (the data coming back; its AETH acknowledges the request), an atomic
+/// acknowledge — and keep their opcode, with the AETH's meaning after it.
+fn ladder_row(line: &str, read_len: Option<&str>) -> (bool, String, &'static str) {
     let (who, rest) = line.split_once("  ").expect("who → whom, then the packet");
     let from_client = who.trim_start().starts_with("client");
     let (opcode, psn_and_more) = rest.trim().split_once(" PSN ").expect("a PSN on every packet");
+    let opcode = opcode.trim().trim_start_matches("RC ");
     let mut words = psn_and_more.split_whitespace();
     let psn = words.next().unwrap();
-    let mut label = format!("{} · PSN {psn}", opcode.trim().trim_start_matches("RC "));
-    let mut kind = if opcode.contains("Acknowledge") { "ack" } else { "req" };
+    let mut label = format!("{opcode} · PSN {psn}");
+    let mut kind = match opcode {
+        "Acknowledge" => "ack",
+        o if o.starts_with("RDMA Read Response") => "data",
+        _ => "req",
+    };
+    if opcode == "RDMA Read Response Only" {
+        if let Some(len) = read_len {
+            label += &format!(" · {len} B of data");
+        }
+    }
     for w in words {
         if let Some(s) = w.strip_prefix("syndrome=0x") {
             let syndrome = u8::from_str_radix(s, 16).unwrap();
             if syndrome >> 5 != 0 {
                 kind = "nak";
             }
-            label = format!("{} · PSN {psn}", aeth_words(syndrome));
+            label = if opcode == "Acknowledge" {
+                format!("{} · PSN {psn}", aeth_words(syndrome))
+            } else {
+                format!("{label} · AETH {}", aeth_words(syndrome))
+            };
         } else if let Some(m) = w.strip_prefix("msn=") {
             label += &format!(" · MSN {m}");
         } else if w == "RETH" {
@@ -92,6 +111,14 @@ fn ladder_row(line: &str) -> (bool, String, &'static str) {
         }
     }
     (from_client, label, kind)
+}
+
+/// The DMA length of an RDMA READ request's line (`… RETH va=… rkey=… len=64`).
+fn read_request_len(line: &str) -> Option<&str> {
+    if !line.contains("RDMA Read Request") {
+        return None;
+    }
+    line.split_whitespace().find_map(|w| w.strip_prefix("len="))
 }
 
 /// A ladder diagram: the client's and the server's lifelines, one arrow per packet, time
@@ -116,13 +143,16 @@ fn ladder_svg(title: &str, packets: &[String]) -> String {
         height - 10,
         height - 10
     );
+    let mut read_len = None;
     for (i, line) in packets.iter().enumerate() {
-        let (from_client, label, kind) = ladder_row(line);
+        read_len = read_request_len(line).or(read_len);
+        let (from_client, label, kind) = ladder_row(line, read_len);
         let (x1, x2) = if from_client { (left, right) } else { (right, left) };
         let y = top + step * i;
         let color = match kind {
             "req" => "#1f5fa8",
             "ack" => "#777777",
+            "data" => "#1e8449",
             _ => "#c0392b",
         };
         svg += &format!(
@@ -167,21 +197,36 @@ mod tests {
     #[test]
     fn a_packet_line_becomes_an_arrow_label() {
         let send = "client → server  RC Send Only                       PSN client+0 ack-req";
-        assert_eq!(ladder_row(send), (true, "Send Only · PSN client+0 · ack-req".to_string(), "req"));
+        assert_eq!(ladder_row(send, None), (true, "Send Only · PSN client+0 · ack-req".to_string(), "req"));
         let rnr = "server → client  RC Acknowledge                     PSN client+0 AETH syndrome=0x2c msn=0";
         assert_eq!(
-            ladder_row(rnr),
+            ladder_row(rnr, None),
             (false, "RNR NAK (retry after timer code 12) · PSN client+0 · MSN 0".to_string(), "nak")
         );
         let ack = "server → client  RC Acknowledge                     PSN client+3 AETH syndrome=0x1f msn=1";
-        assert_eq!(ladder_row(ack), (false, "ACK · PSN client+3 · MSN 1".to_string(), "ack"));
+        assert_eq!(ladder_row(ack, None), (false, "ACK · PSN client+3 · MSN 1".to_string(), "ack"));
         let write = "client → server  RC RDMA Write Only Immediate       PSN client+4 ack-req RETH va=[ADDR] \
                      rkey=[RKEY] len=0 imm=0x00001000";
         assert_eq!(
-            ladder_row(write).1,
+            ladder_row(write, None).1,
             "RDMA Write Only Immediate · PSN client+4 · ack-req · RETH len 0 · imm 0x00001000"
         );
         assert_eq!(aeth_words(0x60), "NAK: PSN sequence error");
+    }
+
+    #[test]
+    fn a_read_response_is_the_data_coming_back_not_an_ack() {
+        let req = "server → client  RC RDMA Read Request               PSN server+0 ack-req RETH va=[ADDR] \
+                   rkey=[RKEY] len=64";
+        assert_eq!(read_request_len(req), Some("64"));
+        let resp = "client → server  RC RDMA Read Response Only         PSN server+0 AETH syndrome=0x1f msn=1";
+        assert_eq!(read_request_len(resp), None);
+        assert_eq!(
+            ladder_row(resp, Some("64")),
+            (true, "RDMA Read Response Only · PSN server+0 · 64 B of data · AETH ACK · MSN 1".to_string(), "data")
+        );
+        let atomic = "client → server  RC Atomic Acknowledge             PSN server+4 AETH syndrome=0x1f msn=5";
+        assert_eq!(ladder_row(atomic, None).1, "Atomic Acknowledge · PSN server+4 · AETH ACK · MSN 5");
     }
 
     #[test]
