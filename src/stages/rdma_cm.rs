@@ -280,7 +280,8 @@ pub struct Pings {
 /// How a side runs the loop: `-C`, `-S`, `-v`, `-V` and `--timeout`.
 #[derive(Debug, Clone, Copy)]
 pub struct PingOptions {
-    /// Pings to do (client); 0 for no end.
+    /// Pings to do (client); 0 for no end. The server, like rping's, pings until the
+    /// client disconnects, and only says so when that came before this count.
     pub count: u32,
     /// Bytes per ping.
     pub size: u32,
@@ -349,6 +350,16 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
                 // The loop's trace is muted after the first ping; the end is not.
                 drop(mute.take());
                 trace_event(ep, &disconnected);
+                if ping < opts.count {
+                    // The CM reports that the connection ended, never why: a client that
+                    // asked for fewer pings, quit or was killed (the kernel then sends the
+                    // DREQ for it) all end as this one DISCONNECTED event.
+                    trace::line(format_args!(
+                        "the client disconnected after {ping} of the {} pings asked (-C): \
+                         the CM does not say why a connection ends",
+                        opts.count
+                    ));
+                }
                 break;
             }
         };

@@ -67,3 +67,18 @@ fn our_client_with_rping_server() {
         ours_did("10_rdma_cm -c", &c, count);
     }
 }
+
+/// A client that leaves before the server's `-C`: the CM tells the server only that the
+/// connection ended, so our server ends as rping's does (exit 0) and says how many of the
+/// pings it was asked for were done.
+#[test]
+fn our_server_says_how_many_of_its_count_were_done() {
+    let _device = device_lock();
+    let port = tcp_port();
+    let (s, c) = run_cm_pair(OURS, &flags("-s", 64, 1000, port), RPING, &flags("-c", 64, 5, port));
+    rping_ok("rping -c -C 5", &c);
+    assert_ok("10_rdma_cm -s -C 1000", &s);
+    ours_did("10_rdma_cm -s", &s, 5);
+    let text = stdout(&s);
+    assert!(text.contains("the client disconnected after 5 of the 1000 pings asked (-C)"), "{text}");
+}
