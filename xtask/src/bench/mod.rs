@@ -90,6 +90,21 @@ impl Raw {
         self.meta.get(key).map_or("", String::as_str)
     }
 
+    /// The cases re-run alone in a boot of their own (`lab/bench --only NAME --record`,
+    /// `# rerun-NAME SECONDS s[, sizes from B B]`), whose rows replace the recorded ones of
+    /// the same case and size: a sentence for the
+    /// table's footer, empty when there are none.
+    pub fn rerun_note(&self) -> String {
+        let mut reruns: Vec<_> = self.meta.iter().filter_map(|(k, v)| Some((k.strip_prefix("rerun-")?, v))).collect();
+        reruns.sort();
+        reruns
+            .iter()
+            .map(|(case, seconds)| {
+                format!(" The {case} rows were re-run alone, in a boot of their own ({seconds}), in place of that case's first runs.")
+            })
+            .collect()
+    }
+
     /// Whether the run's clock was the instruction count (`# clock icount`).
     pub fn icount(&self) -> bool {
         self.meta("clock") == "icount"

@@ -370,10 +370,11 @@ pub fn table(sw: &Sweep) -> String {
     }
     writeln!(
         out,
-        "; host load average {} before, {} after; {}.",
+        "; host load average {} before, {} after; {}.{}",
         raw.meta("load_before"),
         raw.meta("load_after"),
-        raw.meta("qemu")
+        raw.meta("qemu"),
+        raw.rerun_note()
     )
     .unwrap();
     out

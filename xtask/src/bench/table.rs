@@ -104,12 +104,13 @@ pub fn render(raw: &Raw) -> Result<String, String> {
     }
     writeln!(
         out,
-        "\nClock: {}. {rounds} kept rounds of C, ours, C, C per case (a warm-up round dropped) in one lab VM boot ({} s); host load average {} before, {} after; {}.",
+        "\nClock: {}. {rounds} kept rounds of C, ours, C, C per case (a warm-up round dropped) in one lab VM boot ({} s); host load average {} before, {} after; {}.{}",
         clock_name(icount),
         raw.meta("seconds").parse::<i64>().unwrap_or(0),
         raw.meta("load_before"),
         raw.meta("load_after"),
-        raw.meta("qemu")
+        raw.meta("qemu"),
+        raw.rerun_note()
     )
     .unwrap();
     if icount && has("lat") {
