@@ -121,8 +121,11 @@ pub fn explain_bind(err: Error, addr: SocketAddr) -> Error {
         Some(libc::EADDRINUSE) => err
             .cause(format!("another CM id listens on port {} already (an rping -s, a server of ours)", addr.port()))
             .fix("stop it, or pick another -p on both sides"),
-        Some(libc::EADDRNOTAVAIL) | Some(libc::ENODEV) => err
-            .cause(format!("{} is not an address of this machine's RDMA devices' netdevs", addr.ip()))
+        Some(libc::EADDRNOTAVAIL) => err
+            .cause(format!("no netdev of this machine has the address {}", addr.ip()))
+            .fix("give the address of the RDMA device's netdev (rdma link show; ip -br addr): 192.0.2.1 in the lab VM"),
+        Some(libc::ENODEV) => err
+            .cause(format!("{} is the address of a netdev that no RDMA device sits on", addr.ip()))
             .fix("give the address of the RDMA device's netdev (rdma link show; ip -br addr): 192.0.2.1 in the lab VM"),
         _ => err,
     }

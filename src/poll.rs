@@ -387,7 +387,9 @@ fn usual_cause(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str {
     match status {
         IBV_WC_LOC_LEN_ERR => "local length error: the incoming message is larger than the posted receive buffer",
         IBV_WC_LOC_PROT_ERR => "local protection error: a scatter/gather entry is not inside an MR of the QP's PD with the needed access",
-        IBV_WC_REM_ACCESS_ERR => "remote access error: the peer's MR or QP does not allow this access, or the rkey/address range is wrong",
+        // Only the MR: a QP without the access flag gets an invalid-request NAK on rxe
+        // (REM_INV_REQ_ERR below), as book/src/wc_status.md says.
+        IBV_WC_REM_ACCESS_ERR => "remote access error: wrong rkey, range outside the peer's MR, or the MR lacks remote access",
         IBV_WC_REM_INV_REQ_ERR => "remote invalid request: the peer's QP does not accept this operation (e.g. no remote-write access) or the length is invalid",
         IBV_WC_REM_OP_ERR => "remote operation error: the peer could not complete the request (e.g. its receive buffer is too small)",
         IBV_WC_RNR_RETRY_EXC_ERR => "RNR retry counter exceeded: the peer had no receive posted, again and again",

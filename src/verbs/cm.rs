@@ -398,7 +398,7 @@ impl CmId {
         // ANCHOR: c_rdma_bind_addr
         // C: int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr);
         // 0, or -1 with errno set (EADDRINUSE: another id has the port; EADDRNOTAVAIL: no
-        // RDMA device has this address).
+        // local netdev has this address; ENODEV: the netdev that has it has no RDMA device).
         // SAFETY: raw is live; sa is a valid sockaddr of addr's family.
         let rc = unsafe { sys::rdma_bind_addr(self.as_ptr(), ptr::addr_of_mut!(sa).cast()) };
         cm_check(&format!("rdma_bind_addr({addr})"), rc)
