@@ -115,6 +115,28 @@ fn the_job_is_told_its_device_and_lab_rxe_alt_changes_it() {
     }
 }
 
+/// Soft-iWARP from a clean cache: `LAB_DEVICE=siw` has lab/siw fetch Debian's kernel
+/// source and headers, build siw.ko for the lab kernel and cache it, and the VM brings up
+/// siw0, an iWARP device with one GID, which the job is told to use.
+#[test]
+fn lab_device_siw_builds_siw_ko_from_a_clean_cache_and_brings_up_siw0() {
+    let cache = tempdir().join("cache");
+    let script = "echo \"$RDMA_DEVICE $RDMA_IB_PORT $RDMA_GID_INDEX\"; ibv_devinfo -d siw0; ls /sys/class/infiniband";
+    let out = run(lab_run(&["sh", "-c", script])
+        .env("LAB_CACHE", &cache)
+        .env("LAB_DEVICE", "siw")
+        .env_remove("RDMA_DEVICE")
+        .env_remove("RDMA_GID_INDEX"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("siw0 1 0\n"), "{stdout}");
+    assert!(stdout.contains("transport:\t\t\tiWARP (1)") && stdout.contains("PORT_ACTIVE"), "{stdout}");
+    assert!(!stdout.contains("rxe0"), "siw0 instead of rxe0, not beside it:\n{stdout}");
+    let built = std::fs::read_dir(cache.join("siw")).unwrap().count();
+    assert_eq!(built, 1, "one siw.ko, cached by kernel version");
+    std::fs::remove_dir_all(&cache).unwrap();
+}
+
 #[test]
 fn the_project_is_writable_and_the_host_root_is_not_touched() {
     let marker = project().join("target/lab-run-write-test");
