@@ -157,7 +157,8 @@ impl Qp {
         // SAFETY: raw is live and attr a valid struct (the verb does not keep the pointer).
         let rc = unsafe { ffi::ibv_modify_qp(self.raw.as_ptr(), &mut attr, mask.0 as i32) };
         let to = if mask.0 & IBV_QP_STATE.0 != 0 { attr.qp_state } else { from };
-        check(&format!("ibv_modify_qp {}→{}", names::state_name(from), names::state_name(to)), rc)?;
+        check(&format!("ibv_modify_qp {}→{}", names::state_name(from), names::state_name(to)), rc)
+            .map_err(|err| self.explain_modify(err, to))?;
         // ANCHOR_END: c_ibv_modify_qp
         self.state.set(to);
         Ok(())
@@ -214,6 +215,32 @@ impl Qp {
         };
         check("ibv_post_send", rc).map_err(|err| self.explain_post_send(err))
         // ANCHOR_END: c_ibv_post_send
+    }
+
+    /// Explains a refused move to RTS on an iWARP device. An iWARP QP runs over a TCP
+    /// connection (MPA framing) that only the iWARP connection manager can set up: it hands
+    /// the QP its socket as it moves it to RTS, so `ibv_modify_qp` alone cannot (siw answers
+    /// `EINVAL`, "no socket"; hardware iWARP adapters refuse it as well).
+    #[cold]
+    fn explain_modify(&self, err: Error, to: ffi::ibv_qp_state::Type) -> Error {
+        if to != IBV_QPS_RTS || !self.is_iwarp() {
+            return err;
+        }
+        err.cause(
+            "this is an iWARP device: an iWARP QP is connected by the iWARP connection manager, \
+             which sets up the TCP stream it runs over and moves it to RTS itself. \
+             ibv_modify_qp cannot connect it, and rc_pingpong's exchange of LID, QPN, PSN \
+             and GID does not apply",
+        )
+        .fix("connect with the connection manager (rdma_cm), as step 10 (10_rdma_cm) does; steps 05-09 need an InfiniBand or RoCE device")
+    }
+
+    /// Whether the QP's device is an iWARP one (`ibv_device.transport_type`).
+    fn is_iwarp(&self) -> bool {
+        // SAFETY: raw is live, and so are its context and the context's device, which the
+        // library keeps for as long as the context is open (the QP holds the context).
+        let transport = unsafe { (*(*self.raw.as_ref().context).device).transport_type };
+        transport == ffi::IBV_TRANSPORT_IWARP
     }
 
     /// Explains an `ENOMEM` from `ibv_post_send`: the send queue is full, as in every
