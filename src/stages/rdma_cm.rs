@@ -64,6 +64,7 @@ use crate::verbs::{
     IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS,
     IBV_QPT_RC, IBV_QP_MAX_QP_RD_ATOMIC, IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_SEND,
 };
+use ibverbs_sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
 
 /// rping's send queue depth (`RPING_SQ_DEPTH`); its CQ has twice as many entries.
 pub const RPING_SQ_DEPTH: u32 = 16;
@@ -346,10 +347,16 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
         // From the second ping on, the last "go ahead" of the one before is in flight.
         let source = match await_info(ep, conn, ping > 0, 2 * u64::from(ping), opts.timeout)? {
             Ok(info) => info,
-            Err(disconnected) => {
+            Err(end) => {
                 // The loop's trace is muted after the first ping; the end is not.
                 drop(mute.take());
-                trace_event(ep, &disconnected);
+                if let Some(wr_id) = end.flushed {
+                    trace::line(format_args!(
+                        "wr_id {wr_id} flushed, then DISCONNECTED: the client ended the connection \
+                         (on iWARP its close flushes our receive before the CM reports it)"
+                    ));
+                }
+                trace_event(ep, &end.event);
                 if ping < opts.count {
                     // The CM reports that the connection ended, never why: a client that
                     // asked for fewer pings, quit or was killed (the kernel then sends the
@@ -376,7 +383,7 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
         }
         post_send(conn)?;
         let sink = await_info(ep, conn, true, 2 * u64::from(ping) + 1, opts.timeout)?
-            .map_err(|event| unexpected(&event, "the client's sink buffer"))?;
+            .map_err(|end| unexpected(&end.event, "the client's sink buffer"))?;
         // rping writes the string it read, up to its NUL: strlen + 1 bytes. (CStr looks for
         // the NUL a word at a time, as strlen does, not byte by byte.)
         let len = CStr::from_bytes_until_nul(&read).map_or(read.len(), |s| s.to_bytes_with_nul().len()) as u32;
@@ -433,7 +440,7 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
 /// Server: the completion of the "go ahead" SEND (rping's `send_buf`, which the server
 /// never fills: 16 zeros) in flight when `go_ahead` is set, and the client's next
 /// [`RpingInfo`]; or, once the client has disconnected, the DISCONNECTED event (not yet
-/// traced: the loop may be muted). Polls the CQ and, between empty polls, the CM's channel.
+/// traced: the loop may be muted), with the flush of our receive that came first on iWARP. Polls the CQ and, between empty polls, the CM's channel.
 /// `done`: how many of each kind (a "go ahead", a message) completed on this QP before, for
 /// the explanation of a failed one.
 ///
@@ -447,7 +454,7 @@ fn await_info(
     go_ahead: bool,
     done: u64,
     timeout: Duration,
-) -> Result<Result<RpingInfo, CmEvent>> {
+) -> Result<Result<RpingInfo, Disconnected>> {
     let deadline = Instant::now() + timeout;
     let mut wc = [verbs::WC_ZERO; 1];
     let (mut sent, mut received) = (None, None);
@@ -455,6 +462,12 @@ fn await_info(
     loop {
         if conn.cq.poll(&mut wc)? == 1 {
             backoff.reset();
+            if received.is_none() && verbs::wc_status(&wc[0]) == IBV_WC_WR_FLUSH_ERR {
+                if let Some(event) = flushed_by_disconnect(ep, timeout)? {
+                    sent.iter().for_each(trace_wc);
+                    return Ok(Err(Disconnected { event, flushed: Some(wc[0].wr_id()) }));
+                }
+            }
             check_wcs(&conn.cq, &wc, |_| done)?;
             match wc[0].wr_id() {
                 SEND_WRID if go_ahead && sent.is_none() => sent = Some(wc[0]),
@@ -474,7 +487,7 @@ fn await_info(
             let event = ep.channel.get_event(&ep.ids())?;
             if event.kind == RDMA_CM_EVENT_DISCONNECTED && received.is_none() {
                 sent.iter().for_each(trace_wc);
-                return Ok(Err(event));
+                return Ok(Err(Disconnected { event, flushed: None }));
             }
             trace_event(ep, &event);
             return Err(unexpected(&event, "the client's next message, or DISCONNECTED"));
@@ -486,6 +499,41 @@ fn await_info(
         }
         backoff.idle(now);
     }
+}
+
+/// How long a flush waits for the DISCONNECTED that explains it: the CM's event follows the
+/// flush at once on siw; a flush with no disconnect behind it is a failure, reported late
+/// by no more than this.
+const DISCONNECT_GRACE: Duration = Duration::from_secs(2);
+
+/// The end of the connection, as the server meets it while it waits for the client's next
+/// message: the CM's DISCONNECTED event (not yet traced), and the wr_id of our posted
+/// receive when a flush of it came first.
+struct Disconnected {
+    event: CmEvent,
+    flushed: Option<u64>,
+}
+
+/// A flush while the server waits for the client's next message: the end of the connection
+/// when the CM's DISCONNECTED follows within [`DISCONNECT_GRACE`] (returned, not yet
+/// traced); `None` when it does not, and the flush is then explained as the failure it is.
+///
+/// The order is the transport's. On RoCE the client's DisconnectRequest reaches the CM
+/// before anything flushes our receive. On iWARP the connection is the QP's own TCP stream
+/// (MPA): the client's close ends the stream, the QP leaves RTS and flushes the posted
+/// receive, and the CM reports DISCONNECTED after that (seen on siw). rping's server,
+/// waiting on its semaphore for the CM thread, never looks at the flush and ends on the
+/// disconnect; we poll the CQ, so we see the flush first and wait for what follows it.
+fn flushed_by_disconnect(ep: &Endpoint, timeout: Duration) -> Result<Option<CmEvent>> {
+    if !ep.channel.ready(timeout.min(DISCONNECT_GRACE))? {
+        return Ok(None);
+    }
+    let event = ep.channel.get_event(&ep.ids())?;
+    if event.kind != RDMA_CM_EVENT_DISCONNECTED {
+        trace_event(ep, &event);
+        return Ok(None);
+    }
+    Ok(Some(event))
 }
 
 /// Checks a received message the way rping's `server_recv` does, reads it, and posts the
