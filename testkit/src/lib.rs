@@ -313,6 +313,23 @@ pub fn device_args() -> Vec<String> {
     device().args()
 }
 
+/// The (major, minor) of a kernel release as `uname -r` prints it: (6, 12) for
+/// `6.12.48+deb13-amd64`. rxe's answers to some mistakes changed between the lab's kernels.
+/// Panics, naming the release, on one that does not start with the two numbers.
+pub fn kernel_version(release: &str) -> (u32, u32) {
+    let mut numbers = release.trim().split(|c: char| !c.is_ascii_digit()).map(|n| n.parse().ok());
+    match (numbers.next().flatten(), numbers.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor),
+        _ => panic!("kernel release {release:?}: not MAJOR.MINOR…"),
+    }
+}
+
+/// The running kernel's (major, minor) release (see [`kernel_version`]).
+pub fn running_kernel() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("/proc/sys/kernel/osrelease");
+    kernel_version(&release)
+}
+
 // ---------------------------------------------------------------------------------------
 // Redaction: snapshots keep what the program does, name what the device and the run pick
 // ---------------------------------------------------------------------------------------
@@ -1041,4 +1058,23 @@ pub fn check_xml(text: &str) -> Result<String, String> {
         return Err(format!("<{open}> is never closed"));
     }
     root.ok_or_else(|| "no root element".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_version_is_the_release_s_first_two_numbers() {
+        assert_eq!(kernel_version("6.12.48+deb13-amd64"), (6, 12));
+        assert_eq!(kernel_version("6.1.0-37-amd64\n"), (6, 1));
+        assert_eq!(kernel_version("6.12"), (6, 12));
+        assert!(kernel_version("6.1.0-37-amd64") < (6, 12));
+    }
+
+    #[test]
+    #[should_panic(expected = "kernel release \"6\": not MAJOR.MINOR")]
+    fn a_release_without_a_minor_is_refused() {
+        kernel_version("6");
+    }
 }

@@ -355,9 +355,7 @@ fn kernel_of(run: &Run, host: &str) -> (u32, u32) {
         .lines()
         .find_map(|l| l.strip_prefix(&start))
         .unwrap_or_else(|| panic!("no {start}:\n{}", run.output));
-    let mut numbers =
-        release.split(['.', '-', '+']).map(|n| n.parse().unwrap_or_else(|_| panic!("kernel release {release}")));
-    (numbers.next().unwrap(), numbers.next().unwrap())
+    common::kernel_version(release)
 }
 
 #[test]
