@@ -6,9 +6,10 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use rdma_dissect::role::Role;
 use regex::Regex;
 
-use super::{device, redact, spawn, wait, Device, Picks, Role, TIMEOUT};
+use super::{device, redact, spawn, wait, Device, Picks, TIMEOUT};
 
 /// Debian's rping, the peer step 10 speaks to.
 pub const RPING: &str = "rping";
