@@ -21,7 +21,7 @@ mod xml;
 pub use book::{book_output, book_output_dir};
 pub use device::{device, device_args, device_lock, kernel_version, require_device, running_kernel, Device};
 pub use ports::{tcp_port, tcp_ports, TCP_PORTS};
-pub use redact::{redact, redact_sections, Kind, Picks, DEVICE_VALUES, FILTERS};
+pub use redact::{redact, redact_packet, redact_sections, rules, Kind, Pass, Picks, DEVICE_VALUES, RULES};
 pub use run::{
     args, assert_ok, listening, run, run_pair, spawn, spawn_as, stdout, wait, wait_or_kill, wait_or_kill_when, TIMEOUT,
 };

@@ -1,4 +1,10 @@
 //! Redaction: snapshots keep what the program does, name what the device and the run pick.
+//!
+//! Every redaction is listed in this file: [`RULES`], the fixed patterns, each marked with
+//! the pass it is part of (the host's insta filters, [`redact`]'s last pass, step 10's,
+//! a decoded packet's); [`DEVICE_VALUES`], what the device reports; [`RUN_VALUES`], what
+//! each side of a run picks. Only the CM's own address, which depends on the device, is
+//! matched in code ([`redact_cm_values`](crate::cm::redact_cm_values)).
 
 use std::sync::OnceLock;
 
@@ -7,34 +13,110 @@ use regex::Regex;
 
 use crate::device::Device;
 
-/// The filters of the tests that cannot ask the device: `tests/host_vms/two_hosts.rs` runs on the
-/// host and boots two lab VMs. The device tests use [`redact`], which checks what it hides.
-pub const FILTERS: &[(&str, &str)] = &[
-    (r"\b(qp_num|dest_qp_num)=0x[0-9a-f]{6}", "$1=[QPN]"),
-    (r"\b(rq_psn|sq_psn)=0x[0-9a-f]{6}", "$1=[PSN]"),
-    (r"QPN 0x[0-9a-f]{6}", "QPN [QPN]"),
-    (r"PSN 0x[0-9a-f]{6}", "PSN [PSN]"),
-    (r"\b(lkey|sge\.lkey)=0x[0-9a-f]{8}", "$1=[LKEY]"),
-    (r"\b(rkey|wr\.rdma\.rkey)=0x[0-9a-f]{8}", "$1=[RKEY]"),
-    (r"RKEY 0x[0-9a-f]{8}", "RKEY [RKEY]"),
-    (r"\b(addr|sge\.addr|wr\.rdma\.remote_addr)=0x[0-9a-f]{16}", "$1=[ADDR]"),
-    (r"ADDR 0x[0-9a-f]{16}", "ADDR [ADDR]"),
-    (r"\b(guid|node_guid)=0x[0-9a-f]{16}", "$1=[GUID]"),
-    (r"\bport=\d+", "port=[PORT]"),
-    (r"\bnevents=\d+", "nevents=[COUNT]"),
+/// Which redaction a rule of [`RULES`] is part of.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Pass {
+    /// The filters of the tests that cannot ask the device ([`with_filters`](crate::with_filters)):
+    /// `tests/host_vms/two_hosts.rs` runs on the host and boots two lab VMs. The device tests
+    /// use [`redact`], which checks what it hides.
+    Host,
+    /// [`redact`]'s last pass, after the device's values and the run's.
+    Device,
+    /// Both [`Pass::Host`] and [`Pass::Device`].
+    Both,
+    /// Step 10's, after [`redact`] ([`redact_cm_values`](crate::cm::redact_cm_values)).
+    Cm,
+    /// The fields of a decoded RoCE packet (`lab/packets`) that the device picks
+    /// ([`redact_packet`]).
+    Wire,
+}
+
+/// Every redaction by a fixed pattern: (regex, replacement, the pass it is part of), each
+/// pass applying its rules in this order. What depends on the device or on what a run
+/// picked is in [`DEVICE_VALUES`] and `RUN_VALUES`; the CM's own address in
+/// [`redact_cm_values`](crate::cm::redact_cm_values).
+pub const RULES: &[(&str, &str, Pass)] = &[
+    (r"\b(qp_num|dest_qp_num)=0x[0-9a-f]{6}", "$1=[QPN]", Pass::Host),
+    (r"\b(rq_psn|sq_psn)=0x[0-9a-f]{6}", "$1=[PSN]", Pass::Host),
+    (r"QPN 0x[0-9a-f]{6}", "QPN [QPN]", Pass::Host),
+    (r"PSN 0x[0-9a-f]{6}", "PSN [PSN]", Pass::Host),
+    (r"\b(lkey|sge\.lkey)=0x[0-9a-f]{8}", "$1=[LKEY]", Pass::Host),
+    (r"\b(rkey|wr\.rdma\.rkey)=0x[0-9a-f]{8}", "$1=[RKEY]", Pass::Host),
+    (r"RKEY 0x[0-9a-f]{8}", "RKEY [RKEY]", Pass::Host),
+    (r"\b(addr|sge\.addr|wr\.rdma\.remote_addr)=0x[0-9a-f]{16}", "$1=[ADDR]", Pass::Host),
+    (r"ADDR 0x[0-9a-f]{16}", "ADDR [ADDR]", Pass::Host),
+    (r"\b(guid|node_guid)=0x[0-9a-f]{16}", "$1=[GUID]", Pass::Host),
+    // The sizes the device grants: at least what was asked, which [`redact`] checks; more
+    // where the device rounds up (rxe's CQ of 501 has 511 entries).
+    (r"(?P<pre>\bcap\.\w+=\d+→)\d+", "${pre}[GRANTED]", Pass::Device),
+    (r"(?P<pre>\bcq\.cqe=)\d+", "${pre}[GRANTED]", Pass::Device),
+    (r"(?P<pre>\bcap\.max_inline_data=)\d+", "${pre}[GRANTED]", Pass::Device),
+    (r"\bport=\d+", "port=[PORT]", Pass::Both),
+    (r"\bnevents=\d+", "nevents=[COUNT]", Pass::Both),
+    // How many WRs a writer that never signals got posted before its send queue was full
+    // depends on how fast the device works them off (09 --break never-signal).
+    (r"\bposted=\d+ of=", "posted=[COUNT] of=", Pass::Device),
     // 08's watchdog says how far the ping-pong got when the peer fell silent.
-    (r"after \d+ of (\d+) sends and \d+ of (\d+) receives", "after [COUNT] of $1 sends and [COUNT] of $2 receives"),
+    (
+        r"after \d+ of (\d+) sends and \d+ of (\d+) receives",
+        "after [COUNT] of $1 sends and [COUNT] of $2 receives",
+        Pass::Both,
+    ),
     // Kernel counters the two-host lessons print (tests/host_vms/two_hosts.rs): how many times
     // something failed or was retried depends on time; whether it did (0 or not) does not.
     (
         r"\b(sent_pkts|send_err|completer_retry_err|retry_exceeded_err|duplicate_request|rcvd_seq_err|carrier_changes|FragFails|OutDestUnreachs)=[1-9]\d*",
         "$1=[COUNT]",
+        Pass::Host,
     ),
     // What a completion error's explanation counted (src/poll.rs, stage 08's watchdog).
-    (r"\b\d+ (retransmit timeouts|work requests|time\(s\)|packet\(s\))", "[COUNT] $1"),
-    (r"unlike the \d+ of its kind", "unlike the [COUNT] of its kind"),
-    (r"in \d+\.\d+ seconds = \d+\.\d+ ", "in [TIME] seconds = [RATE] "),
+    (r"\b\d+ (retransmit timeouts|work requests|time\(s\)|packet\(s\))", "[COUNT] $1", Pass::Host),
+    (r"unlike the \d+ of its kind", "unlike the [COUNT] of its kind", Pass::Host),
+    (r"in \d+\.\d+ seconds = \d+\.\d+ ", "in [TIME] seconds = [RATE] ", Pass::Both),
+    // What the kernel's CM chooses differently from one kernel to the next (measured:
+    // Linux 6.1 and 6.12): the local ACK timeout (19 and 17) and, at INIT, the FLUSH access
+    // bits that 6.12 grants besides remote write, read and atomics.
+    (r"\btimeout=\d+\b", "timeout=[CM_TIMEOUT]", Pass::Cm),
+    (
+        r"(qp_access_flags=IBV_ACCESS_REMOTE_WRITE\|IBV_ACCESS_REMOTE_READ\|IBV_ACCESS_REMOTE_ATOMIC)(?:\|IBV_ACCESS_FLUSH_GLOBAL\|IBV_ACCESS_FLUSH_PERSISTENT)?",
+        "${1}[|FLUSH]",
+        Pass::Cm,
+    ),
+    // A RETH's virtual address and rkey, whatever tshark writes them as.
+    (r"(^| )va=[^ ]*", "${1}va=[ADDR]", Pass::Wire),
+    (r"(^| )rkey=[^ ]*", "${1}rkey=[RKEY]", Pass::Wire),
 ];
+
+/// The rules of `pass` (a rule of [`Pass::Both`] is in the host's and the device's), in
+/// order.
+pub fn rules(pass: Pass) -> impl Iterator<Item = (&'static str, &'static str)> {
+    RULES
+        .iter()
+        .filter(move |(.., p)| *p == pass || (*p == Pass::Both && matches!(pass, Pass::Host | Pass::Device)))
+        .map(|(re, with, _)| (*re, *with))
+}
+
+/// `text` with the rules of `pass` applied, in order (compiled once per process).
+pub(crate) fn apply(pass: Pass, text: &str) -> String {
+    static COMPILED: OnceLock<Vec<(Pass, Regex, &str)>> = OnceLock::new();
+    let compiled = COMPILED.get_or_init(|| {
+        [Pass::Host, Pass::Device, Pass::Cm, Pass::Wire]
+            .into_iter()
+            .flat_map(|pass| rules(pass).map(move |(re, with)| (pass, Regex::new(re).unwrap(), with)))
+            .collect()
+    });
+    let mut text = text.to_string();
+    for (_, re, with) in compiled.iter().filter(|(p, ..)| *p == pass) {
+        text = re.replace_all(&text, *with).into_owned();
+    }
+    text
+}
+
+/// The fields of a decoded RoCE packet (`lab/packets`'s words after the opcode) with what
+/// the device picked named: a RETH's `va=[ADDR]` and `rkey=[RKEY]`.
+pub fn redact_packet(rest: &str) -> String {
+    apply(Pass::Wire, rest)
+}
 
 /// What the device reports, by where the trace or an error message shows it: (text before
 /// the value, fact, placeholder). A value is replaced only when it *is* the device's own
@@ -103,23 +185,6 @@ const RUN_VALUES: &[(&str, &[Kind], Whose)] = &[
     (r"(?m)(?P<pre>^  remote address: .*?PSN )(?P<v>0x[0-9a-f]{6})", &[Kind::Psn], Whose::Peer),
     (r"(?m)(?P<pre>^  remote address: .*?RKEY )(?P<v>0x[0-9a-f]{8})", &[Kind::Rkey], Whose::Peer),
     (r"(?m)(?P<pre>^  remote address: .*?ADDR )(?P<v>0x[0-9a-f]{16})", &[Kind::Addr], Whose::Peer),
-];
-
-/// What is left: values that depend on time and load, and the sizes the device grants
-/// (at least what was asked, which [`redact`] checks; more where the device rounds up:
-/// rxe's CQ of 501 has 511 entries).
-const OTHER_VALUES: &[(&str, &str)] = &[
-    (r"(?P<pre>\bcap\.\w+=\d+→)\d+", "${pre}[GRANTED]"),
-    (r"(?P<pre>\bcq\.cqe=)\d+", "${pre}[GRANTED]"),
-    (r"(?P<pre>\bcap\.max_inline_data=)\d+", "${pre}[GRANTED]"),
-    (r"\bport=\d+", "port=[PORT]"),
-    (r"\bnevents=\d+", "nevents=[COUNT]"),
-    // How many WRs a writer that never signals got posted before its send queue was full
-    // depends on how fast the device works them off (09 --break never-signal).
-    (r"\bposted=\d+ of=", "posted=[COUNT] of="),
-    // 08's watchdog says how far the ping-pong got when the peer fell silent.
-    (r"after \d+ of (\d+) sends and \d+ of (\d+) receives", "after [COUNT] of $1 sends and [COUNT] of $2 receives"),
-    (r"in \d+\.\d+ seconds = \d+\.\d+ ", "in [TIME] seconds = [RATE] "),
 ];
 
 /// A run-picked value's kind, named as in its placeholder.
@@ -249,7 +314,7 @@ fn picked(trace: &str) -> Values {
 
 /// `text`, printed by `side` of `run` on `dev`, as its snapshot shows it: every value the
 /// device reports or the run picks behind a named placeholder (see [`DEVICE_VALUES`],
-/// [`RUN_VALUES`], [`OTHER_VALUES`]). Panics if a granted size is below the one asked.
+/// [`RUN_VALUES`], then [`RULES`] of [`Pass::Device`]). Panics if a granted size is below the one asked.
 pub fn redact(text: &str, side: Option<Role>, run: &Picks, dev: &Device) -> String {
     check_granted(text);
     let mut text = text.to_string();
@@ -286,18 +351,14 @@ pub fn redact(text: &str, side: Option<Role>, run: &Picks, dev: &Device) -> Stri
             })
             .into_owned();
     }
-    for ((_, replacement), re) in OTHER_VALUES.iter().zip(&fixed.other) {
-        text = re.replace_all(&text, *replacement).into_owned();
-    }
-    text
+    apply(Pass::Device, &text)
 }
 
-/// The patterns of [`redact`] that do not depend on the device: a run's values, the other
-/// values, the folded GID table.
+/// The patterns of [`redact`] that do not depend on the device: a run's values and the
+/// folded GID table.
 struct FixedPatterns {
     gid_table: Regex,
     run: Vec<Regex>,
-    other: Vec<Regex>,
 }
 
 /// Compiled once per process: [`redact`] runs for every trace a test or the grader checks,
@@ -307,7 +368,6 @@ fn fixed_patterns() -> &'static FixedPatterns {
     FIXED.get_or_init(|| FixedPatterns {
         gid_table: Regex::new(r"(?m)^(  gid +\[GID_TABLE\]\n)(?:  gid +\[GID_TABLE\]\n)+").unwrap(),
         run: RUN_VALUES.iter().map(|(pattern, ..)| Regex::new(pattern).unwrap()).collect(),
-        other: OTHER_VALUES.iter().map(|(pattern, _)| Regex::new(pattern).unwrap()).collect(),
     })
 }
 
@@ -351,5 +411,74 @@ fn check_granted(text: &str) {
     for c in cq.captures_iter(text) {
         let (asked, got): (u64, u64) = (c[1].parse().unwrap(), c[2].parse().unwrap());
         assert!(got >= asked, "the device made a CQ of {got} entries for {asked} asked:\n{text}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `text` through the host's filters, as insta applies them: each rule in order.
+    fn host(text: &str) -> String {
+        rules(Pass::Host)
+            .fold(text.to_string(), |t, (re, with)| Regex::new(re).unwrap().replace_all(&t, with).into_owned())
+    }
+
+    #[test]
+    fn each_pass_takes_its_rules_and_the_shared_ones_in_table_order() {
+        let placeholders = |pass| rules(pass).map(|(_, with)| with).collect::<Vec<_>>();
+        let host = placeholders(Pass::Host);
+        assert_eq!(host.len(), 17, "{host:?}");
+        assert_eq!(
+            &host[10..13],
+            ["port=[PORT]", "nevents=[COUNT]", "after [COUNT] of $1 sends and [COUNT] of $2 receives"]
+        );
+        assert_eq!(host.last(), Some(&"in [TIME] seconds = [RATE] "));
+        let device = placeholders(Pass::Device);
+        assert_eq!(
+            device,
+            [
+                "${pre}[GRANTED]",
+                "${pre}[GRANTED]",
+                "${pre}[GRANTED]",
+                "port=[PORT]",
+                "nevents=[COUNT]",
+                "posted=[COUNT] of=",
+                "after [COUNT] of $1 sends and [COUNT] of $2 receives",
+                "in [TIME] seconds = [RATE] ",
+            ]
+        );
+        assert_eq!(placeholders(Pass::Cm), ["timeout=[CM_TIMEOUT]", "${1}[|FLUSH]"]);
+        assert_eq!(placeholders(Pass::Wire), ["${1}va=[ADDR]", "${1}rkey=[RKEY]"]);
+    }
+
+    #[test]
+    fn the_host_filters_name_every_value_a_run_picks() {
+        assert_eq!(
+            host("[h1] ibv_create_qp qp_num=0x000011 rkey=0x00001234 addr=0x00005555deadbeef guid=0x0102030405060708 port=21000"),
+            "[h1] ibv_create_qp qp_num=[QPN] rkey=[RKEY] addr=[ADDR] guid=[GUID] port=[PORT]"
+        );
+        assert_eq!(
+            host("  local address:  LID 0x0000, QPN 0x000011, PSN 0x0a1b2c, GID ::ffff:192.0.2.1"),
+            "  local address:  LID 0x0000, QPN [QPN], PSN [PSN], GID ::ffff:192.0.2.1"
+        );
+        assert_eq!(
+            host("rxe0: sent_pkts=12 send_err=0 completer_retry_err=3 after 5 of 9 sends and 4 of 9 receives"),
+            "rxe0: sent_pkts=[COUNT] send_err=0 completer_retry_err=[COUNT] after [COUNT] of 9 sends and [COUNT] of 9 receives"
+        );
+        assert_eq!(
+            host("4096000 bytes in 0.12 seconds = 273.07 Mbit/sec; 7 retransmit timeouts"),
+            "4096000 bytes in [TIME] seconds = [RATE] Mbit/sec; [COUNT] retransmit timeouts"
+        );
+    }
+
+    #[test]
+    fn a_packet_keeps_every_field_but_the_reth_s_address_and_key() {
+        assert_eq!(
+            redact_packet("RETH va=0x00005555deadbeef rkey=0x00001234 dmalen=4096 ack-req"),
+            "RETH va=[ADDR] rkey=[RKEY] dmalen=4096 ack-req"
+        );
+        assert_eq!(redact_packet("va=1  rkey= xva=2 rkeys=3"), "va=[ADDR]  rkey=[RKEY] xva=2 rkeys=3");
+        assert_eq!(redact_packet("msn=1"), "msn=1");
     }
 }

@@ -1,12 +1,12 @@
 //! Where the snapshots live and the settings every one is taken with.
 
-use crate::redact::FILTERS;
+use crate::redact::{rules, Pass};
 
-/// Runs `f` with [`FILTERS`] applied to snapshots, and the settings of [`snapshots`].
+/// Runs `f` with the [`RULES`](crate::RULES) of [`Pass::Host`] applied to snapshots, and the settings of [`snapshots`].
 pub fn with_filters(f: impl FnOnce()) {
     let mut settings = snapshot_settings();
-    for (regex, replacement) in FILTERS {
-        settings.add_filter(regex, *replacement);
+    for (regex, replacement) in rules(Pass::Host) {
+        settings.add_filter(regex, replacement);
     }
     settings.bind(f);
 }
