@@ -7,7 +7,7 @@
 //! cargo xtask book [--check]          the book's generated files: write them, or name the
 //!                                     stale ones (see book/)
 //! cargo xtask exercise …              the classroom kit: a student's copy of a stage, and
-//!                                     grading it on the device (see exercise.rs)
+//!                                     grading it on the device (see exercise/)
 //! ```
 //!
 //! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what
