@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::link;
 use crate::trace::{self, Key};
-use crate::verbs::{
-    self, ibv_wc, names, Cq, IBV_WC_RDMA_READ, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND,
-};
+use crate::verbs::{self, ibv_wc, names, Cq};
 use ibverbs_sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
 
 /// The longest nap of [`wait_for`] between two empty polls: how late, at most, it notices
@@ -399,14 +397,7 @@ fn usual_cause(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str {
 
 /// One trace line for a work completion.
 pub fn trace_wc(wc: &ibv_wc) {
-    let opcode = match wc.opcode() {
-        IBV_WC_SEND => "IBV_WC_SEND",
-        IBV_WC_RECV => "IBV_WC_RECV",
-        IBV_WC_RDMA_WRITE => "IBV_WC_RDMA_WRITE",
-        IBV_WC_RDMA_READ => "IBV_WC_RDMA_READ",
-        IBV_WC_RECV_RDMA_WITH_IMM => "IBV_WC_RECV_RDMA_WITH_IMM",
-        _ => "other",
-    };
+    let opcode = names::wc_opcode_name(wc.opcode());
     let mut line = trace::event("ibv_poll_cq")
         .kv("wr_id", wc.wr_id())
         .kv("status", names::wc_status_name(verbs::wc_status(wc)))

@@ -28,9 +28,9 @@ use crate::error::Result;
 use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
-    ibv_access_flags, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_send_flags, names, CompChannel, Cq, Pd, Qp,
-    IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT, IBV_QP_STATE, IBV_SEND_INLINE,
-    IBV_SEND_SIGNALED,
+    ibv_access_flags, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_send_flags, names, CompChannel,
+    Cq, Pd, Qp, IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT, IBV_QP_STATE,
+    IBV_SEND_INLINE, IBV_SEND_SIGNALED,
 };
 
 /// What the QP is for: queue depths, message size, completion mode, remote access.
@@ -131,17 +131,23 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
         // ANCHOR_END: hole_init_access
         ..Default::default()
     };
-    qp.modify(
-        &attr,
-        IBV_QP_STATE
-            // ANCHOR: hole_init_mask HOLE: the attributes RESET->INIT requires besides the state: one `| IBV_QP_...` per attribute set above (man ibv_modify_qp)
-            | IBV_QP_PKEY_INDEX
-            | IBV_QP_PORT
-            | IBV_QP_ACCESS_FLAGS,
-        // ANCHOR_END: hole_init_mask
-    )?;
+    qp.modify(&attr, INIT_MASK)?;
     // ANCHOR_END: init
 
     Ok(Queues { qp, cq, channel, send_flags })
 }
+
+// ANCHOR: mask
+/// The attributes the RESET→INIT transition requires (the table in `man ibv_modify_qp`):
+/// the kernel reads only the fields whose bit is in the mask, and refuses the transition
+/// with EINVAL when a required one is missing.
+pub const INIT_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
+    IBV_QP_STATE.0
+        // ANCHOR: hole_init_mask HOLE: the attributes RESET->INIT requires besides the state: one `| IBV_QP_....0` per attribute create_qp sets (man ibv_modify_qp)
+        | IBV_QP_PKEY_INDEX.0
+        | IBV_QP_PORT.0
+        | IBV_QP_ACCESS_FLAGS.0,
+    // ANCHOR_END: hole_init_mask
+);
+// ANCHOR_END: mask
 // ANCHOR_END: stage

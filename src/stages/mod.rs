@@ -1,4 +1,5 @@
-//! The nine stages of `ibv_rc_pingpong`, one module each, in the order the program runs them.
+//! The ten stages, one module each: the nine of `ibv_rc_pingpong` in the order the program
+//! runs them, then `rdma_cm`, rping's connection through the connection manager (step 10).
 //!
 //! Every module holds its stage's verbs code exactly once, between `// ANCHOR: stage` and
 //! `// ANCHOR_END: stage`, and its doc names the function of `rc_pingpong.c` it corresponds

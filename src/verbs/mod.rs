@@ -9,9 +9,9 @@
 //! One file per object family, each readable in one sitting: `device` (the device list,
 //! the context and its queries), `memory` (PD, buffer, MR), `cq` (completion channel and
 //! CQ), `qp` (the queue pair and posting), `watchdog` (a bound on a loop that may wait in
-//! a verb forever), and `names` (what the trace calls verbs things). This file re-exports
-//! their types and the C names, and keeps what they share: how an `int`-returning verb
-//! reports an error.
+//! a verb forever), `cm` (librdmacm: the event channel, CM ids and their events), and
+//! `names` (what the trace calls verbs things). This file re-exports their types and the
+//! C names, and keeps what they share: how an `int`-returning verb reports an error.
 //!
 //! # Ownership mirrors the verbs object graph
 //!

@@ -1,6 +1,6 @@
 //! The names of verbs things, as the trace prints them: QP states, work completion
-//! statuses, MTUs, access and send flags, and the `ibv_modify_qp` mask with the attribute
-//! fields each flag selects.
+//! statuses and opcodes, MTUs, access and send flags, and the `ibv_modify_qp` mask with the
+//! attribute fields each flag selects.
 //!
 //! They live with the verbs layer, not in [`crate::trace`], so that the trace stays a leaf
 //! (events and their formatting) and knows nothing about verbs.
@@ -55,6 +55,20 @@ pub fn wc_status_name(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str 
     ];
     debug_assert_eq!(IBV_WC_GENERAL_ERR, 21);
     NAMES.get(status as usize).copied().unwrap_or("IBV_WC_(unknown)")
+}
+
+/// `IBV_WC_SEND`, `IBV_WC_RECV`, ...: a work completion's opcode by its C name, for the
+/// opcodes our programs' work requests complete with; `other` for the rest.
+pub fn wc_opcode_name(opcode: ibverbs_sys::ibv_wc_opcode::Type) -> &'static str {
+    use super::{IBV_WC_RDMA_READ, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND};
+    match opcode {
+        IBV_WC_SEND => "IBV_WC_SEND",
+        IBV_WC_RECV => "IBV_WC_RECV",
+        IBV_WC_RDMA_WRITE => "IBV_WC_RDMA_WRITE",
+        IBV_WC_RDMA_READ => "IBV_WC_RDMA_READ",
+        IBV_WC_RECV_RDMA_WITH_IMM => "IBV_WC_RECV_RDMA_WITH_IMM",
+        _ => "other",
+    }
 }
 
 /// `IBV_EVENT_CQ_ERR`, `IBV_EVENT_QP_FATAL`, ...: an asynchronous event type by its C name.

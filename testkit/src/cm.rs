@@ -6,9 +6,11 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use rdma_dissect::role::Role;
 use regex::Regex;
 
-use super::{device, redact, spawn, wait, Device, Picks, Role, TIMEOUT};
+use super::redact::{apply, Pass};
+use super::{device, redact, spawn, wait, Device, Picks, TIMEOUT};
 
 /// Debian's rping, the peer step 10 speaks to.
 pub const RPING: &str = "rping";
@@ -60,11 +62,10 @@ pub fn redact_cm(text: &str, role: Option<Role>, run: &Picks, dev: &Device) -> S
 
 /// What only the CM shows, in a text [`redact`] has seen: the run's address and port
 /// (`192.0.2.1:21000` → `[CM_ADDR]:[CM_PORT]`; any other IPv4 address keeps its address,
-/// `127.0.0.1:[CM_PORT]`); the path MTU the CM took from the netdev (`path_mtu=[ACTIVE_MTU]`,
-/// where stage 05's is the `-m` flag); and what the kernel's CM chooses differently from one
-/// kernel to the next (measured: Linux 6.1 and 6.12): the local ACK timeout (19 and 17,
-/// `timeout=[CM_TIMEOUT]`) and, at INIT, the FLUSH access bits that 6.12 grants besides
-/// remote write, read and atomics (`…|IBV_ACCESS_REMOTE_ATOMIC[|FLUSH]` on both).
+/// `127.0.0.1:[CM_PORT]`); what the kernel's CM chooses differently from one kernel to the
+/// next (the [`RULES`](crate::RULES) of [`Pass::Cm`]: `timeout=[CM_TIMEOUT]`, and
+/// `…|IBV_ACCESS_REMOTE_ATOMIC[|FLUSH]` at INIT); and the path MTU the CM took from the
+/// netdev (`path_mtu=[ACTIVE_MTU]`, where stage 05's is the `-m` flag).
 pub fn redact_cm_values(text: &str, dev: &Device) -> String {
     let own = addr_of(dev);
     let addr = Regex::new(r"\b(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(:\d+)?\b").unwrap();
@@ -72,13 +73,7 @@ pub fn redact_cm_values(text: &str, dev: &Device) -> String {
         let ip = if c[1] == own { "[CM_ADDR]" } else { &c[1] };
         format!("{ip}{}", if c.get(2).is_some() { ":[CM_PORT]" } else { "" })
     });
-    let timeout = Regex::new(r"\btimeout=\d+\b").unwrap();
-    let text = timeout.replace_all(&text, "timeout=[CM_TIMEOUT]");
-    let access = Regex::new(
-        r"(qp_access_flags=IBV_ACCESS_REMOTE_WRITE\|IBV_ACCESS_REMOTE_READ\|IBV_ACCESS_REMOTE_ATOMIC)(?:\|IBV_ACCESS_FLUSH_GLOBAL\|IBV_ACCESS_FLUSH_PERSISTENT)?",
-    )
-    .unwrap();
-    let text = access.replace_all(&text, "${1}[|FLUSH]");
+    let text = apply(Pass::Cm, &text);
     let mtu = format!("path_mtu={}", dev.fact("active_mtu"));
     text.replace(&mtu, "path_mtu=[ACTIVE_MTU]")
 }

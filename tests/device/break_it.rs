@@ -45,13 +45,6 @@ fn hide_flushed_wr_id(text: &str) -> String {
     text.split_inclusive('\n').map(line).collect()
 }
 
-/// The running kernel's version, major and minor.
-fn linux() -> (u32, u32) {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("/proc/sys/kernel/osrelease");
-    let mut numbers = release.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse().unwrap_or(0));
-    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
-}
-
 /// What one side printed and how it ended, for the snapshots.
 struct Run<'a> {
     label: &'static str,
@@ -120,7 +113,7 @@ fn check<A>(bin: &str, case: &Case<A>, runs: &[Run], cm: bool) {
     };
     let (errors_text, traces_text) = (redacted(&errors), redacted(&traces));
     let name = format!("{bin}-{}", case.name);
-    let linux_6_12 = OTHER_ON_LINUX_6_12.contains(&name.as_str()) && linux() >= (6, 12);
+    let linux_6_12 = OTHER_ON_LINUX_6_12.contains(&name.as_str()) && common::running_kernel() >= (6, 12);
     let errors_text = if linux_6_12 { hide_flushed_wr_id(&errors_text) } else { errors_text };
     let assert = || {
         insta::assert_snapshot!(format!("break_it__{name}"), errors_text);

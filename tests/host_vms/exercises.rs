@@ -186,7 +186,7 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
             ("qp_state: todo!(", "qp_state: IBV_QPS_INIT,"),
             ("port_num: todo!(", "port_num: dev.ib_port,"),
             ("qp_access_flags: todo!(", "qp_access_flags: opts.access.0,"),
-            ("// TODO(hole_init_mask)", "| IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS"),
+            ("// TODO(hole_init_mask)", "| IBV_QP_PKEY_INDEX.0 | IBV_QP_ACCESS_FLAGS.0"),
         ],
     );
     let junit = dir.join("junit.xml");

@@ -149,7 +149,7 @@ fn row(run: &Run, p: &Packet) -> (u8, u32, bool, String) {
     let flow = if ack { who(&p.dst) } else { who(&p.src) };
     let base = run.local_psn(if flow == "server" { "h1" } else { "h2" });
     let offset = p.psn.wrapping_sub(base) & 0xff_ffff;
-    let rest = redact(&p.rest);
+    let rest = common::redact_packet(&p.rest);
     let text = format!(
         "{:<6} → {:<6}  {:<34} PSN {flow}+{offset}{}{rest}",
         who(&p.src),
@@ -174,17 +174,6 @@ fn wire_view(run: &Run) -> String {
 /// is fixed by causality (a ping-pong: see step_08_ping_pong_crosses_the_wire).
 fn wire_in_time(run: &Run) -> String {
     run.packets.iter().map(|p| row(run, p).3 + "\n").collect()
-}
-
-fn redact(rest: &str) -> String {
-    rest.split(' ')
-        .map(|word| match word.split_once('=') {
-            Some(("va", _)) => "va=[ADDR]".to_string(),
-            Some(("rkey", _)) => "rkey=[RKEY]".to_string(),
-            _ => word.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn snapshot(name: &str, text: &str) {
@@ -355,9 +344,7 @@ fn kernel_of(run: &Run, host: &str) -> (u32, u32) {
         .lines()
         .find_map(|l| l.strip_prefix(&start))
         .unwrap_or_else(|| panic!("no {start}:\n{}", run.output));
-    let mut numbers =
-        release.split(['.', '-', '+']).map(|n| n.parse().unwrap_or_else(|_| panic!("kernel release {release}")));
-    (numbers.next().unwrap(), numbers.next().unwrap())
+    common::kernel_version(release)
 }
 
 #[test]
@@ -961,7 +948,7 @@ fn step_10_connects_with_the_cm_and_reads() {
                 let base = if who(requester) == "server" { server } else { client };
                 format!("{}+{}", who(requester), p.psn.wrapping_sub(base) & 0xff_ffff)
             };
-            let rest = redact(&p.rest);
+            let rest = common::redact_packet(&p.rest);
             format!(
                 "{:<6} → {:<6}  {:<34} PSN {psn}{}{rest}\n",
                 who(&p.src),

@@ -70,7 +70,7 @@ fn every_step_has_its_bin_file_stage_and_snapshots() {
 
 /// `steps/list.txt` is the one list of steps. What cannot read it says the same, in the same
 /// order: Cargo.toml's `[[bin]]`s, the files in steps/ and SUMMARY.md's chapters. (The
-/// exercise kit, xtask/src/exercise.rs, reads the list through testkit.)
+/// exercise kit, xtask/src/exercise/, reads the list through testkit.)
 #[test]
 fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
     let steps = steps();

@@ -7,13 +7,13 @@
 //! cargo xtask book [--check]          the book's generated files: write them, or name the
 //!                                     stale ones (see book/)
 //! cargo xtask exercise …              the classroom kit: a student's copy of a stage, and
-//!                                     grading it on the device (see exercise.rs)
+//!                                     grading it on the device (see exercise/)
 //! ```
 //!
 //! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what
 //! is computed from it lives here, with unit tests, and prints on stdout. `lab/exercise`
-//! and `lab/check` run the exercise kit. A library as well as a binary, so `tests/no_device/book.rs`
-//! checks the book's generated files with the very code that writes them.
+//! and `lab/check` run the exercise kit, and `tests/no_device/book.rs` runs `cargo xtask
+//! book --check`: as a command, so that no test target of the crate builds the tooling.
 
 pub mod bench;
 pub mod book;

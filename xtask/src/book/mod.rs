@@ -12,7 +12,7 @@
 //!   two-host captures ([`ladder`]);
 //! - `book/src/added/`: "Run it"'s views of what each stage adds to the trace ([`added`]).
 //!
-//! `tests/no_device/book.rs` runs the same [`Generated::stale`] check with plain `cargo test`.
+//! `tests/no_device/book.rs` runs `cargo xtask book --check` with plain `cargo test`.
 
 pub mod added;
 pub mod diffs;

@@ -1,0 +1,30 @@
+//! Where the snapshots live and the settings every one is taken with.
+
+use crate::redact::{rules, Pass};
+
+/// Runs `f` with the [`RULES`](crate::RULES) of [`Pass::Host`] applied to snapshots, and the settings of [`snapshots`].
+pub fn with_filters(f: impl FnOnce()) {
+    let mut settings = snapshot_settings();
+    for (regex, replacement) in rules(Pass::Host) {
+        settings.add_filter(regex, replacement);
+    }
+    settings.bind(f);
+}
+
+/// Runs `f` (which asserts snapshots of texts already passed through [`redact`](fn@crate::redact)) with the
+/// settings every snapshot here uses.
+pub fn snapshots(f: impl FnOnce()) {
+    snapshot_settings().bind(f);
+}
+
+/// Every snapshot lives in `tests/snapshots/`, named `<file>__<name>.snap` after the test
+/// file that makes it (`steps__08_poll_cq-client.snap`). The tests are modules of one
+/// binary per group (`tests/device/steps.rs`), so insta's own prefix would be the module
+/// path (`device__steps__`) and its directory the group's: the callers spell the prefix,
+/// and the path points one level up.
+fn snapshot_settings() -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_snapshot_path("../snapshots");
+    settings
+}

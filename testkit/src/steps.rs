@@ -1,0 +1,65 @@
+//! The project's one ordered list of the steps, `steps/list.txt`.
+
+use crate::root;
+
+/// One step of `steps/list.txt`, the project's one ordered list of the steps (its header
+/// says what the columns mean; the lab scripts read it with `lab_steps` in lab/common.sh).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// `NN_name`: the `[[bin]]`, `steps/NN_name.rs` and `book/src/NN_name.md`.
+    pub bin: String,
+    /// Runs as a server and a client (05–10), not as one process.
+    pub pair: bool,
+    /// Connects with rdma_cm and takes rping's flags (10, roles `cm`), not the TCP exchange
+    /// and rc_pingpong's.
+    pub cm: bool,
+    /// The step this one is built on, for the book's "what changed" diff (`cargo xtask
+    /// book`): the third column, else the previous step; None for the first.
+    pub base: Option<String>,
+}
+
+impl Step {
+    /// The step's number, `01`…`09`.
+    pub fn nn(&self) -> &str {
+        &self.bin[..2]
+    }
+
+    /// Its stage module, `src/stages/<stage>.rs`: the bin name without its number.
+    pub fn stage(&self) -> &str {
+        &self.bin[3..]
+    }
+}
+
+/// The steps, in order, from `steps/list.txt`. tests/no_device/consistency.rs checks that Cargo.toml's
+/// `[[bin]]`s, the `steps/*.rs` files and book/src/SUMMARY.md's chapters are this list.
+pub fn steps() -> Vec<Step> {
+    let path = root().join("steps/list.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut steps: Vec<Step> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (bin, roles, base) = match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [bin, roles] => (bin, roles, None),
+            [bin, roles, base] => (bin, roles, Some(base)),
+            _ => panic!("{}: `{line}`: want `NN_name alone|pair|cm [BASE]`", path.display()),
+        };
+        let (pair, cm) = match roles {
+            "alone" => (false, false),
+            "pair" => (true, false),
+            "cm" => (true, true),
+            _ => panic!("{}: `{line}`: the roles are `alone`, `pair` or `cm`", path.display()),
+        };
+        let numbered = bin.len() > 3 && bin[..2].bytes().all(|b| b.is_ascii_digit()) && bin.as_bytes()[2] == b'_';
+        assert!(numbered, "{}: `{bin}` is not named NN_name", path.display());
+        if let Some(base) = base {
+            assert!(
+                steps.iter().any(|s| s.bin == base),
+                "{}: `{line}`: base `{base}` is not a step listed before",
+                path.display()
+            );
+        }
+        let base = base.map(str::to_string).or_else(|| steps.last().map(|s| s.bin.clone()));
+        steps.push(Step { bin: bin.to_string(), pair, cm, base });
+    }
+    assert!(!steps.is_empty(), "{} lists no step", path.display());
+    steps
+}

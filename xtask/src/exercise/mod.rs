@@ -1,0 +1,189 @@
+//! The classroom kit behind `lab/exercise` and `lab/check`: makes a student's copy of a
+//! stage with its key lines taken out, and grades a student's step on the device against
+//! the reference.
+//!
+//! ```text
+//! cargo xtask exercise …   (lab/exercise and lab/check run the built binary, target/debug/xtask)
+//! exercise generate NN OUT           write step NN's exercise (its stage, holes as todo!())
+//! exercise holes NN                  list step NN's holes: name, line, hint
+//! exercise path NN                   print step NN's binary and stage file
+//! exercise crate BIN STAGE_FILE STUDENT
+//!                                    make (or bring up to date) the crate that builds BIN
+//!                                    with STUDENT in place of STAGE_FILE; print its directory
+//!                                    and the name of its BIN (exercise-BIN)
+//! exercise grade [--results FILE] NN BIN SOURCE ...
+//!                                    run BIN (step NN built from SOURCE) on the device in its
+//!                                    real roles, next to the reference, and compare; with
+//!                                    --results, append each verdict to FILE
+//! exercise junit OUT RESULTS         write the verdicts in RESULTS as JUnit XML to OUT
+//! ```
+//!
+//! **Holes** are marked in the real `src/stages/*.rs`, so an exercise never drifts from the
+//! code it teaches. A hole is an mdBook anchor whose name starts with `hole_`, with the
+//! hint on its first line:
+//!
+//! ```text
+//!     // ANCHOR: hole_min_rnr_timer HOLE: the RNR timer code the peer waits ...
+//!     min_rnr_timer: 12,
+//!     // ANCHOR_END: hole_min_rnr_timer
+//! ```
+//!
+//! mdBook drops every `ANCHOR:` line from the listings it includes, so the students' book
+//! shows only the code, and the instructor's guide can quote each hole's answer by name.
+//! The generator replaces a hole by what compiles in its place: `field: todo!("hint"),` for
+//! a struct field, `let x: T = todo!("hint");` for a `let` (the marker says `HOLE(T)`, since
+//! a `todo!()` has no type to infer from), `todo!("hint");` for statements, and, for the
+//! `| IBV_QP_…` lines of a mask (a `const` cannot panic), nothing but a `// TODO` comment.
+//!
+//! **Grading** runs the student's binary in each of the step's runs (both roles for 05–09,
+//! against the C `ibv_rc_pingpong` for 05–08 and the reference 09 for 09), then the
+//! reference binary in the same runs, redacts both traces with the tests' own redaction
+//! (`testkit`: what the device reports and what each run picks become placeholders),
+//! and reports the first line that differs in the terms of the trace: which verb, which
+//! attribute or mask bit, expected and got, and which section of the book to reread.
+//!
+//! One file a part: `holes` (the student's copy of a stage), `student_crate` (the crate it
+//! is built in), `run` (running a step on the device), `compare` (grading against the
+//! reference) and `report` (the verdicts for graders); this file names the steps.
+
+use testkit as common;
+
+mod compare;
+mod holes;
+mod report;
+mod run;
+mod student_crate;
+
+use compare::grade_cmd;
+use holes::{generate_cmd, holes_cmd};
+use report::junit_cmd;
+use student_crate::{exercise_bin, exercise_crate};
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Who runs opposite the student's program in a pair step (01–04 have no partner).
+#[derive(Clone, Copy, PartialEq)]
+enum Partner {
+    /// Debian's C `ibv_rc_pingpong` (05–08).
+    C,
+    /// Our reference step (09: its address message is ours, the C tool cannot be its peer).
+    Reference,
+    /// Debian's `rping` (10: rdma_cm and rping's protocol).
+    Rping,
+}
+
+/// One step's exercise: where its stage lives, how it is run, where the book explains it.
+struct Step {
+    nn: String,
+    bin: String,
+    stage: String,
+    /// Who runs opposite it: none for 01–04.
+    partner: Option<Partner>,
+    /// It connects with rdma_cm and takes rping's flags (10).
+    cm: bool,
+    /// The argument sets it runs with (after the device's `-d -i -g`); each pair step runs
+    /// each set twice, the student's program as the server and then as the client.
+    runs: Runs,
+}
+
+/// Argument sets: one run (or, for a pair step, one run in each role) per set.
+type Runs = &'static [&'static [&'static str]];
+
+/// The argument sets of a step checked with the defaults alone.
+const DEFAULT_RUNS: Runs = &[&[]];
+
+/// The steps (steps/list.txt, through testkit) are checked with their defaults, a pair step
+/// against the C tool in both roles, except for what this table says: more argument sets,
+/// or another partner.
+const SPECIAL: [(&str, Option<Partner>, Runs); 4] = [
+    ("03_reg_mr", None, &[&[], &["-s", "100"]]),
+    // -e: the completion channel; -s 16: a size that goes inline on rxe0 (max_inline_data 16).
+    ("04_create_qp", None, &[&[], &["-e", "-s", "16"]]),
+    // -r 8 makes the loop refill its receives; -e exercises the completion channel.
+    ("08_poll_cq", None, &[&["-n", "100", "-r", "8"], &["-e", "-n", "100", "-r", "8"]]),
+    // Its address message is ours (78 bytes): the C tool cannot be its peer.
+    ("09_rdma_write", Some(Partner::Reference), DEFAULT_RUNS),
+];
+
+fn step(nn: &str) -> Result<Step, String> {
+    let nn = if nn.len() == 1 { format!("0{nn}") } else { nn.to_string() };
+    let listed = common::steps().into_iter().find(|s| s.nn() == nn || s.bin == nn);
+    let listed = listed.ok_or_else(|| format!("no step `{nn}`: give a step number 01..10 (e.g. `05`)"))?;
+    let special = SPECIAL.iter().find(|(bin, ..)| *bin == listed.bin);
+    let default_partner = match (listed.pair, listed.cm) {
+        (true, true) => Some(Partner::Rping),
+        (true, false) => Some(Partner::C),
+        _ => None,
+    };
+    Ok(Step {
+        nn: listed.nn().to_string(),
+        bin: listed.bin.clone(),
+        stage: listed.stage().to_string(),
+        partner: special.and_then(|s| s.1).or(default_partner),
+        cm: listed.cm,
+        runs: special.map_or(DEFAULT_RUNS, |s| s.2),
+    })
+}
+
+fn root() -> PathBuf {
+    common::root()
+}
+
+/// `exercise ARGS…`.
+pub fn main(args: &[String]) -> ExitCode {
+    let result = match args.first().map(String::as_str) {
+        Some("generate") if args.len() == 3 => generate_cmd(&args[1], Path::new(&args[2])),
+        Some("holes") if args.len() == 2 => holes_cmd(&args[1]),
+        Some("path") if args.len() == 2 => step(&args[1]).map(|s| println!("{} src/stages/{}.rs", s.bin, s.stage)),
+        Some("crate") if args.len() == 4 => {
+            // Where cargo builds: lab/check runs this from the project, as it runs cargo.
+            let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+            exercise_crate(&root(), &target, &args[1], &args[2], Path::new(&args[3]))
+                .map(|dir| println!("{} {}", dir.display(), exercise_bin(&args[1])))
+        }
+        Some("grade") if args.len() >= 6 && args[1] == "--results" && (args.len() - 3) % 3 == 0 => {
+            return grade_cmd(&args[3..], Some(Path::new(&args[2])));
+        }
+        Some("grade") if args.len() >= 4 && (args.len() - 1) % 3 == 0 => {
+            return grade_cmd(&args[1..], None);
+        }
+        Some("junit") if args.len() == 3 => junit_cmd(Path::new(&args[1]), Path::new(&args[2])),
+        _ => Err("usage: exercise generate NN OUT | exercise holes NN | exercise path NN | \
+                  exercise crate BIN STAGE_FILE STUDENT | exercise grade [--results FILE] NN BIN SOURCE [NN BIN SOURCE ...] | exercise junit OUT RESULTS"
+            .into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("exercise: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_special_steps_are_listed_steps() {
+        let listed: Vec<String> = common::steps().into_iter().map(|s| s.bin).collect();
+        for (bin, ..) in SPECIAL {
+            assert!(listed.iter().any(|l| l == bin), "SPECIAL names `{bin}`, which steps/list.txt does not list");
+        }
+    }
+
+    #[test]
+    fn steps_come_from_the_list() {
+        let s = step("5").unwrap();
+        assert_eq!((s.nn.as_str(), s.bin.as_str(), s.stage.as_str()), ("05", "05_modify_qp_rtr", "modify_qp_rtr"));
+        assert!(s.partner == Some(Partner::C) && s.runs == DEFAULT_RUNS);
+        assert!(step("01").unwrap().partner.is_none());
+        assert!(step("09_rdma_write").unwrap().partner == Some(Partner::Reference));
+        assert_eq!(step("08").unwrap().runs.len(), 2);
+        let cm = step("10").unwrap();
+        assert!(cm.partner == Some(Partner::Rping) && cm.cm, "step 10 is graded against rping");
+        assert!(step("11").err().unwrap().contains("no step `11`"));
+    }
+}

@@ -1,0 +1,110 @@
+//! Verdicts for graders: a results file, and JUnit XML made from it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::step;
+
+/// Appends one verdict to `file` as a line `NN<TAB>pass|fail<TAB>seconds<TAB>message`, the
+/// message with `\` and newlines escaped. `lab/check` writes the verdicts it reaches before
+/// grading (no exercise file, a file that does not compile) in the same format.
+pub(super) fn append_result(
+    file: &Path,
+    nn: &str,
+    verdict: &Result<String, String>,
+    seconds: f64,
+) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let (kind, message) = match verdict {
+        Ok(summary) => ("pass", summary),
+        Err(report) => ("fail", report),
+    };
+    let message = message.replace('\\', "\\\\").replace('\n', "\\n");
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(file)?;
+    writeln!(f, "{nn}\t{kind}\t{seconds:.3}\t{message}")
+}
+
+/// One verdict read back from a results file.
+struct Verdict {
+    nn: String,
+    passed: bool,
+    seconds: f64,
+    message: String,
+}
+
+fn parse_results(text: &str) -> Result<Vec<Verdict>, String> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let mut cols = line.splitn(4, '\t');
+            let (nn, kind, seconds, message) = (cols.next(), cols.next(), cols.next(), cols.next());
+            let (Some(nn), Some(kind @ ("pass" | "fail")), Some(seconds), Some(message)) = (nn, kind, seconds, message)
+            else {
+                return Err(format!("not a verdict line: {line:?}"));
+            };
+            let seconds = seconds.parse().map_err(|_| format!("not a number of seconds: {line:?}"))?;
+            let mut unescaped = String::new();
+            let mut chars = message.chars();
+            while let Some(c) = chars.next() {
+                match (c, c == '\\') {
+                    (_, true) => match chars.next() {
+                        Some('n') => unescaped.push('\n'),
+                        Some(other) => unescaped.push(other),
+                        None => unescaped.push('\\'),
+                    },
+                    (c, false) => unescaped.push(c),
+                }
+            }
+            Ok(Verdict { nn: nn.to_string(), passed: kind == "pass", seconds, message: unescaped })
+        })
+        .collect()
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The verdicts as JUnit XML, the format GitHub Classroom's, Gradescope's and Jenkins's
+/// JUnit readers take: one `<testcase>` per step checked, named by its binary; a failed
+/// one carries a `<failure>` whose `message` is the report's first two lines (the run and
+/// the first difference) and whose text is the whole report.
+fn junit_xml(verdicts: &[Verdict]) -> String {
+    let failures = verdicts.iter().filter(|v| !v.passed).count();
+    let total: f64 = verdicts.iter().map(|v| v.seconds).sum();
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let counts = format!("tests=\"{}\" failures=\"{failures}\" errors=\"0\" time=\"{total:.3}\"", verdicts.len());
+    let _ = writeln!(xml, "<testsuites name=\"lab/check\" {counts}>");
+    let _ = writeln!(xml, "  <testsuite name=\"lab/check\" {counts}>");
+    for v in verdicts {
+        let name = step(&v.nn).map_or(v.nn.clone(), |s| s.bin);
+        let _ = write!(
+            xml,
+            "    <testcase classname=\"lab.check\" name=\"{}\" time=\"{:.3}\"",
+            xml_escape(&name),
+            v.seconds
+        );
+        if v.passed {
+            let _ = writeln!(xml, "/>");
+        } else {
+            // The report's first two lines: which run, and the first difference.
+            let first: Vec<&str> = v.message.lines().take(2).map(str::trim).collect();
+            let first = first.join(" ");
+            let _ = writeln!(xml, ">");
+            let _ = writeln!(
+                xml,
+                "      <failure message=\"{}\" type=\"lab.check\">{}</failure>",
+                xml_escape(&first),
+                xml_escape(&v.message)
+            );
+            let _ = writeln!(xml, "    </testcase>");
+        }
+    }
+    xml.push_str("  </testsuite>\n</testsuites>\n");
+    xml
+}
+
+pub(super) fn junit_cmd(out: &Path, results: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(results).map_err(|e| format!("{}: {e}", results.display()))?;
+    let verdicts = parse_results(&text)?;
+    std::fs::write(out, junit_xml(&verdicts)).map_err(|e| format!("{}: {e}", out.display()))
+}
