@@ -6,6 +6,7 @@
 mod book;
 mod cm_layout;
 mod consistency;
+mod env_defaults;
 mod instructor;
 mod wire;
 mod wire_fuzz;
