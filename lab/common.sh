@@ -401,3 +401,27 @@ MSG
     return 1
 }
 
+# lab_find_cargo SCRIPT: makes `cargo` runnable for a script run with sudo. sudo's
+# secure_path leaves the invoking user's ~/.cargo/bin (rustup's usual home) off PATH, and
+# its HOME is root's: then SUDO_USER's ~/.cargo/bin is put on PATH, and RUSTUP_HOME at that
+# user's ~/.rustup so rustup's cargo finds its toolchains (CARGO_HOME stays root's, so
+# nothing root downloads lands in the user's home). Returns 1 with a message if there is
+# no cargo either way.
+lab_find_cargo() {
+    local home=''
+    command -v cargo >/dev/null && return 0
+    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+        IFS=: read -r _ _ _ _ _ home _ < <(getent passwd "$SUDO_USER" || true)
+        if [ -n "$home" ] && [ -x "$home/.cargo/bin/cargo" ]; then
+            PATH=$PATH:$home/.cargo/bin
+            if [ -z "${RUSTUP_HOME:-}" ] && [ -d "$home/.rustup" ]; then export RUSTUP_HOME=$home/.rustup; fi
+            echo "$1: using $SUDO_USER's cargo, $home/.cargo/bin/cargo (sudo leaves it off PATH)" >&2
+            return 0
+        fi
+    fi
+    local where="on PATH"
+    if [ -n "${SUDO_USER:-}" ]; then where="on PATH nor in $SUDO_USER""'s ${home:-home}/.cargo/bin"; fi
+    echo "$1: needs cargo, and there is none $where." >&2
+    echo "$1: install Rust (https://rustup.rs) as the user who runs sudo, or put cargo on root's PATH" >&2
+    return 1
+}

@@ -141,3 +141,56 @@ echo 'RoCE v2' >$p/gid_attrs/types/1
     let out = in_namespace(&format!("{fake_device}LAB_VM=yes lab/run true"), &[]);
     assert_eq!(out.status.code(), Some(125), "{}", text(&out));
 }
+
+/// `sudo lab/image` (and lab/fresh): sudo's secure_path hides the invoking user's
+/// ~/.cargo/bin, where rustup puts cargo. lab_find_cargo finds SUDO_USER's, with
+/// RUSTUP_HOME, and fails with a message when that user has none either. The user's
+/// passwd entry comes from a stand-in `getent` first on PATH.
+#[test]
+fn sudo_finds_the_invoking_users_cargo() {
+    let dir = scratch("sudo-cargo");
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".cargo/bin")).unwrap();
+    std::fs::create_dir_all(home.join(".rustup")).unwrap();
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = |path: &Path, text: &str| {
+        std::fs::write(path, text).unwrap();
+        std::process::Command::new("chmod").arg("+x").arg(path).status().unwrap();
+    };
+    exe(
+        &bin.join("getent"),
+        &format!("#!/bin/sh\n[ \"$2\" = alice ] && echo 'alice:x:1000:1000::{}:/bin/bash'\n", home.display()),
+    );
+    exe(&home.join(".cargo/bin/cargo"), "#!/bin/sh\necho \"alice's cargo $RUSTUP_HOME\"\n");
+    let script = format!(". {}/lab/common.sh\nlab_find_cargo lab/image || exit 2\ncargo", project().display());
+    let run = |user: &str| {
+        Command::new("/bin/bash")
+            .args(["-c", &script])
+            .env_clear()
+            // No cargo on PATH (not even a Debian one in /usr/bin): only the stand-in getent;
+            // what else the function uses is bash's own.
+            .env("PATH", &bin)
+            .env("HOME", "/nonexistent")
+            .env("SUDO_USER", user)
+            .output()
+            .unwrap()
+    };
+    let out = run("alice");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("alice's cargo {}\n", home.join(".rustup").display()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("lab/image: using alice's cargo, {}", home.join(".cargo/bin/cargo").display())),
+        "{stderr}"
+    );
+
+    let out = run("bob");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lab/image: needs cargo, and there is none on PATH nor in bob's"),
+        "{}",
+        text(&out)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
