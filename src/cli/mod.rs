@@ -238,7 +238,8 @@ impl StepArgs for PingpongArgs {
              Start them in two terminals, in either order: the client retries until the server \
              listens (up to --timeout seconds).\n\
              -g is needed on RoCE: there is no LID, so the peer is addressed by GID \
-             (index 1 is ::ffff:<IPv4 address> on rxe; 01_open_device lists the GID table).\n\
+             (index 1 is ::ffff:<IPv4 address> on rxe; 01_open_device lists the GID table). \
+             Where RDMA_GID_INDEX is set (the lab VM, the classroom image), it is -g's default.\n\
              Steps 05-08 speak ibv_rc_pingpong's exchange, so either side may be the C tool \
              (ibv_rc_pingpong -g 1 [127.0.0.1]); 09_rdma_write extends it and needs 09 on both sides."
         )
