@@ -54,6 +54,12 @@ fn a_default_from_the_environment_opens_the_trace() {
 }
 
 #[test]
+fn break_help_lists_the_cases_alone() {
+    let out = run(env!("CARGO_BIN_EXE_05_modify_qp_rtr"), &[("RDMA_GID_INDEX", "1")], &["--break", "help"]);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("Mistakes this step can make"), "{}", text(&out));
+}
+
+#[test]
 fn a_flag_wins_and_an_empty_variable_is_unset() {
     let bin = env!("CARGO_BIN_EXE_01_open_device");
     let flags = run(bin, &[("RDMA_DEVICE", "no-such-rdma-dev"), ("RDMA_GID_INDEX", "1")], &["-d", "x", "-g", "2"]);
