@@ -366,3 +366,62 @@ lab_roce_gid_index() {
     echo "lab: $dev port $port has no RoCE v2 GID for ${ipv4:-an IPv4 address} (see $dir/gids/)" >&2
     return 1
 }
+
+# lab_stop_on_ubuntu SCRIPT: on Ubuntu (or a system built on it, ID_LIKE=ubuntu), say what
+# Ubuntu needs and return 1, before SCRIPT changes anything. rdma-dissect is built and
+# tested on Debian 12 and 13 only, on machines that cannot reach Ubuntu's archive: nothing
+# Ubuntu-specific has ever run. Going on would fail half-way, with misleading errors:
+# Debian's kernel package name (linux-image-amd64), Ubuntu's rustc, which may be older than
+# the crate's rust-version, and rdma_rxe, which Ubuntu ships in linux-modules-extra, not in
+# the kernel package.
+lab_stop_on_ubuntu() {
+    local key value id='' like='' os=Ubuntu rust
+    [ -r /etc/os-release ] || return 0
+    # Read, not sourced: the scripts source it themselves, and its ID, VERSION_ID... are theirs.
+    while IFS='=' read -r key value; do
+        value=${value#[\"\']} value=${value%[\"\']}
+        case $key in
+            ID) id=$value ;;
+            ID_LIKE) like=$value ;;
+            PRETTY_NAME) os=$value ;;
+        esac
+    done </etc/os-release
+    case " $id $like " in *" ubuntu "*) ;; *) return 0 ;; esac
+    rust=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$(dirname "${BASH_SOURCE[0]}")/../Cargo.toml" || true)
+    [ -n "$rust" ] || rust="the crate's rust-version"
+    cat >&2 <<MSG
+$1: this is $os. rdma-dissect is made and tested on Debian 12 and 13 only;
+Ubuntu's archive cannot be reached from where it is built, so nothing here has been tried
+on Ubuntu. Stopping before changing anything. What Ubuntu should need (untested):
+  sudo apt-get install linux-modules-extra-\$(uname -r)   # rdma_rxe (Soft-RoCE) lives there
+  sudo apt-get install ${RDMA_PACKAGES[*]} ${BUILD_PACKAGES[*]} git
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh   # Rust >= $rust; Ubuntu's rustc may be older
+then, in a new shell, from this checkout: sudo lab/rxe up, lab/setup, lab/stages.
+MSG
+    return 1
+}
+
+# lab_find_cargo SCRIPT: makes `cargo` runnable for a script run with sudo. sudo's
+# secure_path leaves the invoking user's ~/.cargo/bin (rustup's usual home) off PATH, and
+# its HOME is root's: then SUDO_USER's ~/.cargo/bin is put on PATH, and RUSTUP_HOME at that
+# user's ~/.rustup so rustup's cargo finds its toolchains (CARGO_HOME stays root's, so
+# nothing root downloads lands in the user's home). Returns 1 with a message if there is
+# no cargo either way.
+lab_find_cargo() {
+    local home=''
+    command -v cargo >/dev/null && return 0
+    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+        IFS=: read -r _ _ _ _ _ home _ < <(getent passwd "$SUDO_USER" || true)
+        if [ -n "$home" ] && [ -x "$home/.cargo/bin/cargo" ]; then
+            PATH=$PATH:$home/.cargo/bin
+            if [ -z "${RUSTUP_HOME:-}" ] && [ -d "$home/.rustup" ]; then export RUSTUP_HOME=$home/.rustup; fi
+            echo "$1: using $SUDO_USER's cargo, $home/.cargo/bin/cargo (sudo leaves it off PATH)" >&2
+            return 0
+        fi
+    fi
+    local where="on PATH"
+    if [ -n "${SUDO_USER:-}" ]; then where="on PATH nor in $SUDO_USER""'s ${home:-home}/.cargo/bin"; fi
+    echo "$1: needs cargo, and there is none $where." >&2
+    echo "$1: install Rust (https://rustup.rs) as the user who runs sudo, or put cargo on root's PATH" >&2
+    return 1
+}

@@ -19,10 +19,12 @@
 //! are the step's own `CASES`: one builder serves all nine steps, where a derived struct was
 //! the same twelve lines in each.
 
+use clap::parser::ValueSource;
 use clap::{Arg, Args, Command, FromArgMatches};
 
 use crate::breakit::{self, Case, Choice};
 use crate::cli::StepArgs;
+use crate::trace;
 
 /// A step's parsed command line: its flag group, its own flags, and `--break`.
 pub struct Cli<A: 'static, X = NoFlags> {
@@ -45,6 +47,12 @@ impl<A: StepArgs + Send + Sync, X: Args + FromArgMatches> Cli<A, X> {
         // A flag group's doc comment becomes the command's about when it is added (a
         // derived `Args` sets it): the step's own words go on last.
         let command = X::augment_args(A::augment_args(Command::new(env!("CARGO_PKG_NAME"))));
+        // An environment variable set to "" counts as unset (src/cli/mod.rs, DeviceArgs):
+        // `RDMA_GID_INDEX= 05_modify_qp_rtr` runs without a GID.
+        let command = command.mut_args(|arg| match arg.get_env() {
+            Some(var) if std::env::var_os(var).is_some_and(|v| v.is_empty()) => arg.env(None),
+            _ => arg,
+        });
         let command = command.about(about).after_help(A::after_help(bin)).arg(
             Arg::new("break")
                 .long("break")
@@ -55,9 +63,31 @@ impl<A: StepArgs + Send + Sync, X: Args + FromArgMatches> Cli<A, X> {
         );
         let mut matches = command.clone().get_matches();
         let fail = |e: clap::Error| -> ! { e.format(&mut command.clone()).exit() };
+        let help = matches!(matches.get_one::<Choice<A>>("break"), Some(Choice::Help));
+        if !help {
+            trace_env_defaults(&command, &matches);
+        }
         let args = A::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| fail(e));
         let own = X::from_arg_matches_mut(&mut matches).unwrap_or_else(|e| fail(e));
         let brk = matches.remove_one::<Choice<A>>("break");
         Cli { args, own, brk }
+    }
+}
+
+/// One trace line for each flag whose value came from its environment variable, so a run
+/// says why it used a device, port or GID index nobody typed:
+///
+/// ```text
+/// getenv                      RDMA_GID_INDEX=1 flag=-g
+/// ```
+fn trace_env_defaults(command: &Command, matches: &clap::ArgMatches) {
+    for arg in command.get_arguments() {
+        let Some(var) = arg.get_env() else { continue };
+        if matches.value_source(arg.get_id().as_str()) != Some(ValueSource::EnvVariable) {
+            continue;
+        }
+        let value = std::env::var_os(var).unwrap_or_default();
+        let flag = arg.get_short().map_or_else(|| format!("--{}", arg.get_id()), |c| format!("-{c}"));
+        trace::event("getenv").kv(&var.to_string_lossy(), value.to_string_lossy()).kv("flag", flag).emit();
     }
 }

@@ -36,23 +36,32 @@ pub use rping::{RpingArgs, RPING_MAX_SIZE, RPING_MIN_SIZE};
 pub use values::Mtu;
 use values::{
     parse_gid_index, parse_ib_port, parse_iters, parse_mtu, parse_rx_depth, parse_size, parse_sl, parse_tcp_port,
-    parse_timeout,
+    parse_timeout, EnvAware,
 };
 
 /// Which device, port and GID: all any verbs program needs to open and address a port.
+///
+/// Each flag's default comes from the environment when the variable is set (clap's `env`):
+/// `RDMA_DEVICE`, `RDMA_IB_PORT`, `RDMA_GID_INDEX` — what the lab VM and the classroom image
+/// export for their device, and what the tests read — so `cargo run --bin 05_modify_qp_rtr`
+/// works there as typed. A flag given on the command line wins; the trace names a value
+/// taken from the environment (`getenv`, see [`crate::step`]). A variable set to the empty
+/// string counts as unset, as `${RDMA_GID_INDEX:-…}` does in the lab's scripts: with
+/// `RDMA_GID_INDEX=` in front of it, a step runs without a GID, rc_pingpong's default, and
+/// shows the no-GID failure on RoCE.
 #[derive(Args, Debug, Clone, PartialEq, Eq)]
 pub struct DeviceArgs {
     /// IB device to use, e.g. rxe0 (default: the first device found, like rc_pingpong)
-    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEV", env = "RDMA_DEVICE", hide_env_values = true)]
     pub ib_dev: Option<String>,
 
     /// Port of the IB device (numbered from 1)
-    #[arg(short = 'i', long = "ib-port", value_name = "PORT", default_value = "1", value_parser = parse_ib_port)]
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT", default_value = "1", value_parser = EnvAware(parse_ib_port), env = "RDMA_IB_PORT", hide_env_values = true)]
     pub ib_port: u8,
 
     /// Local GID table index, needed on RoCE (rxe): the GRH is the only way to address a
     /// RoCE peer, which has no LID. Default: none (LID-only addressing, InfiniBand)
-    #[arg(short = 'g', long = "gid-idx", value_name = "GID_INDEX", allow_negative_numbers = true, value_parser = parse_gid_index)]
+    #[arg(short = 'g', long = "gid-idx", value_name = "GID_INDEX", allow_negative_numbers = true, value_parser = EnvAware(parse_gid_index), env = "RDMA_GID_INDEX", hide_env_values = true)]
     pub gid_index: Option<i32>,
 }
 
@@ -229,7 +238,8 @@ impl StepArgs for PingpongArgs {
              Start them in two terminals, in either order: the client retries until the server \
              listens (up to --timeout seconds).\n\
              -g is needed on RoCE: there is no LID, so the peer is addressed by GID \
-             (index 1 is ::ffff:<IPv4 address> on rxe; 01_open_device lists the GID table).\n\
+             (index 1 is ::ffff:<IPv4 address> on rxe; 01_open_device lists the GID table). \
+             Where RDMA_GID_INDEX is set (the lab VM, the classroom image), it is -g's default.\n\
              Steps 05-08 speak ibv_rc_pingpong's exchange, so either side may be the C tool \
              (ibv_rc_pingpong -g 1 [127.0.0.1]); 09_rdma_write extends it and needs 09 on both sides."
         )
@@ -252,7 +262,16 @@ mod tests {
     }
 
     fn parse(argv: &[&str]) -> Result<PingpongArgs, clap::Error> {
-        Cli::try_parse_from(std::iter::once("05_modify_qp_rtr").chain(argv.iter().copied())).map(|c| c.args)
+        parse_as::<PingpongArgs>(argv)
+    }
+
+    /// `argv` parsed as group `A`, the environment's defaults left out: these tests are about
+    /// the flags, and the lab VM exports RDMA_DEVICE, RDMA_IB_PORT and RDMA_GID_INDEX.
+    /// (tests/no_device/env_defaults.rs runs the steps with them.)
+    fn parse_as<A: Args + clap::FromArgMatches>(argv: &[&str]) -> Result<A, clap::Error> {
+        let command = A::augment_args(clap::Command::new("step")).mut_args(|a| a.env(None));
+        let matches = command.try_get_matches_from(std::iter::once("step").chain(argv.iter().copied()))?;
+        A::from_arg_matches(&matches)
     }
 
     #[test]
@@ -373,6 +392,11 @@ mod tests {
         Cli::command().debug_assert(); // panics on duplicate short/long flags
         let help = Cli::command().render_help().to_string();
         assert!(help.contains("cargo run --bin 05_modify_qp_rtr -- -g 1 127.0.0.1"), "{help}");
+        // The environment's defaults are named, never their values (hide_env_values): the
+        // help reads the same wherever it is printed.
+        for var in ["[env: RDMA_DEVICE]", "[env: RDMA_IB_PORT]", "[env: RDMA_GID_INDEX]"] {
+            assert!(help.contains(var), "{var} missing from\n{help}");
+        }
     }
 
     #[test]
@@ -387,12 +411,12 @@ mod tests {
         Step::<OpenArgs>::command().debug_assert();
         Step::<MrArgs>::command().debug_assert();
         Step::<QpArgs>::command().debug_assert();
-        let open = Step::<OpenArgs>::try_parse_from(["01", "-d", "rxe0", "-g", "1"]).unwrap().args;
+        let open = parse_as::<OpenArgs>(&["-d", "rxe0", "-g", "1"]).unwrap();
         assert_eq!(open.device.choice(), DeviceChoice { ib_dev: Some("rxe0".into()), ib_port: 1, gid_index: Some(1) });
-        assert!(Step::<OpenArgs>::try_parse_from(["01", "-s", "64"]).is_err(), "01 takes no -s");
-        let mr = Step::<MrArgs>::try_parse_from(["03", "-s", "64"]).unwrap().args;
+        assert!(parse_as::<OpenArgs>(&["-s", "64"]).is_err(), "01 takes no -s");
+        let mr = parse_as::<MrArgs>(&["-s", "64"]).unwrap();
         assert_eq!(mr.buffer.size, 64);
-        let qp = Step::<QpArgs>::try_parse_from(["04", "-d", "rxe0", "-s", "64", "-r", "8", "-e"]).unwrap().args;
+        let qp = parse_as::<QpArgs>(&["-d", "rxe0", "-s", "64", "-r", "8", "-e"]).unwrap();
         assert_eq!(
             (qp.device.ib_dev.as_deref(), qp.buffer.size, qp.queue.rx_depth, qp.queue.events),
             (Some("rxe0"), 64, 8, true)

@@ -1,8 +1,11 @@
 //! The values the flags take: the path MTU, and the parsers that refuse nonsense with a
 //! reason (see the module doc of [`crate::cli`]).
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::time::Duration;
+
+use clap::parser::ValueSource;
 
 /// The InfiniBand path MTUs — the only values `ibv_qp_attr.path_mtu` can take.
 ///
@@ -185,4 +188,42 @@ pub(super) fn parse_mtu(s: &str) -> Result<Mtu, String> {
              (on RoCE it must also fit the netdev MTU: 1024 for a 1500-byte Ethernet MTU)"
         )
     })
+}
+
+/// A flag's parser whose value may come from an environment variable (clap's `env`): the
+/// same checks, but a bad value from the environment is blamed on the variable. clap's own
+/// message names only the flag (`invalid value 'x' for '--gid-idx'`), which sends a student
+/// who never typed `-g` looking in the wrong place.
+#[derive(Clone)]
+pub(super) struct EnvAware<T>(pub(super) fn(&str) -> Result<T, String>);
+
+impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for EnvAware<T> {
+    type Value = T;
+
+    fn parse_ref(&self, cmd: &clap::Command, arg: Option<&clap::Arg>, value: &OsStr) -> Result<T, clap::Error> {
+        self.0.parse_ref(cmd, arg, value)
+    }
+
+    fn parse_ref_(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+        source: ValueSource,
+    ) -> Result<T, clap::Error> {
+        let var = arg.and_then(clap::Arg::get_env);
+        let (ValueSource::EnvVariable, Some(var), Some(arg)) = (source, var, arg) else {
+            return self.parse_ref(cmd, arg, value);
+        };
+        let text = value.to_string_lossy();
+        (self.0)(&text).map_err(|why| {
+            let flag = arg.get_short().map_or_else(|| format!("--{}", arg.get_id()), |c| format!("-{c}"));
+            let message = format!(
+                "{var}={text:?} in the environment is not a value for {flag}: {why}\n\
+                 (it is {flag}'s default: fix or unset {var}, or give {flag} on the command line)\n",
+                var = var.to_string_lossy()
+            );
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, message).with_cmd(cmd)
+        })
+    }
 }

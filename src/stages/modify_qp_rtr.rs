@@ -244,7 +244,10 @@ pub fn explain_rtr(err: Error, dev: &Device, remote: &Dest) -> Error {
                  grh.dgid = the peer's GID). The peer sent no GID (it ran without -g), so\n\
                  rc_pingpong's rule left is_global = 0, and the kernel rejects the AV",
             )
-            .fix("pass a GID index on both sides, e.g. `-g 1` in the lab VM (01_open_device lists the GID table)");
+            .fix(
+                "pass a GID index on both sides, e.g. `-g 1` in the lab VM (01_open_device lists the GID\n\
+                 table), or set RDMA_GID_INDEX, which -g defaults to",
+            );
     }
     if dev.is_roce() && dev.gid_index.is_none() {
         return err

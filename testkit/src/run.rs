@@ -15,9 +15,18 @@ pub fn spawn(program: &str, args: &[String]) -> Child {
 
 /// Spawns `cmd` (which runs `program`, perhaps through a wrapper such as `stdbuf`) with
 /// `args` added, stdout and stderr captured, no colour and no stdin.
+///
+/// Without `RDMA_DEVICE`, `RDMA_IB_PORT` and `RDMA_GID_INDEX`: the steps take them as the
+/// defaults of `-d`, `-i` and `-g` and then add a `getenv` line to their trace. The lab VM
+/// and the classroom image export them, so a case that leaves a flag out on purpose (no
+/// `-g`) would otherwise trace, and do, something else there than in its snapshot. The
+/// tests pass what they mean as flags (`device_args`).
 pub fn spawn_as(mut cmd: Command, program: &str, args: &[String]) -> Child {
     cmd.args(args)
         .env("NO_COLOR", "1")
+        .env_remove("RDMA_DEVICE")
+        .env_remove("RDMA_IB_PORT")
+        .env_remove("RDMA_GID_INDEX")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -10,6 +10,7 @@
 mod bad_input;
 mod break_it;
 mod c_pingpong;
+mod env_defaults;
 mod interop;
 mod memcheck;
 mod rping;

@@ -6,6 +6,8 @@
 //!   left for an exercise that is gone;
 //! - every hole of the step's stage (`// ANCHOR: hole_…` in `src/stages/*.rs`) is quoted
 //!   in that page by its anchor, so the graded exercise's answer is the code that runs;
+//! - the number of holes the guide states (the answers' "Six holes.", the plan's
+//!   "`lab/exercise 08` (6 holes") is the number of those anchors;
 //! - the students' book links nowhere into the guide (it must hold no answers);
 //! - `mdbook build book/instructor` succeeds without a warning.
 
@@ -89,6 +91,57 @@ fn every_exercise_has_an_answer_and_every_hole_is_quoted() {
         }
     }
     assert!(problems.is_empty(), "the instructor's guide is out of step:\n{}", problems.join("\n"));
+}
+
+/// The hole anchors of a stage file (`// ANCHOR: hole_<name>`).
+fn hole_count(stage: &str) -> usize {
+    read(&root().join(format!("src/stages/{stage}.rs")))
+        .lines()
+        .filter(|l| l.trim_start().starts_with("// ANCHOR: hole_"))
+        .count()
+}
+
+/// The plan once gave exercise 08 eight holes where the stage has six: a count written in
+/// prose drifts when a hole is added or taken away, so each one is checked.
+#[test]
+fn the_hole_counts_the_guide_states_are_the_stages() {
+    const WORDS: [&str; 13] =
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+    let plan = read(&root().join("book/instructor/src/plan.md"));
+    let mut problems = Vec::new();
+    let mut stated_in_plan = 0;
+    for (bin, stage) in steps() {
+        let nn = &bin[..2];
+        let holes = hole_count(&stage);
+        // The answers' graded section opens with the count in words: "Six holes." / "One hole:".
+        let page = read(&root().join(format!("book/instructor/src/answers/{bin}.md")));
+        let graded = page.split(&format!("## Graded exercise: `lab/exercise {nn}`")).nth(1).unwrap_or("");
+        let first = graded.split_whitespace().next().unwrap_or("").to_lowercase();
+        match WORDS.iter().position(|w| *w == first) {
+            Some(n) if n == holes => {}
+            _ => {
+                problems.push(format!("answers/{bin}.md: the graded exercise says `{first} …`; {stage}.rs has {holes}"))
+            }
+        }
+        // The plan: "`lab/exercise NN` (… N holes".
+        for rest in plan.split(&format!("`lab/exercise {nn}` (")).skip(1) {
+            let inside = rest.split(')').next().unwrap_or("");
+            let Some(n) =
+                inside.split(" holes").next().and_then(|t| t.rsplit([' ', ':', ';']).next()?.parse::<usize>().ok())
+            else {
+                continue;
+            };
+            stated_in_plan += 1;
+            if n != holes {
+                problems.push(format!("plan.md: `lab/exercise {nn}` ({n} holes…), but {stage}.rs has {holes}"));
+            }
+        }
+    }
+    assert!(
+        stated_in_plan >= 3,
+        "plan.md states fewer hole counts than expected ({stated_in_plan}): is the pattern stale?"
+    );
+    assert!(problems.is_empty(), "hole counts out of step:\n{}", problems.join("\n"));
 }
 
 #[test]
