@@ -15,14 +15,18 @@ use super::{device, redact, spawn, wait, Device, Picks, TIMEOUT};
 /// Debian's rping, the peer step 10 speaks to.
 pub const RPING: &str = "rping";
 
-/// The IPv4 address behind the chosen GID (`::ffff:a.b.c.d`, the RoCE v2 GID of an IPv4
-/// address): the device's netdev address, which step 10 and rping take as `-a`.
+/// The device's netdev address, which step 10 and rping take as `-a`: on RoCE the IPv4
+/// address behind the chosen GID (`::ffff:a.b.c.d`, the RoCE v2 GID of an IPv4 address);
+/// on iWARP, whose one GID comes from the MAC, the netdev's own.
 pub fn cm_addr() -> String {
     addr_of(device())
 }
 
-/// The IPv4 address behind `dev`'s chosen GID (see [`cm_addr`]).
+/// `dev`'s address for rdma_cm (see [`cm_addr`]).
 fn addr_of(dev: &Device) -> String {
+    if let Some(addr) = &dev.netdev_addr {
+        return addr.clone();
+    }
     let gid = dev.gid().to_string();
     gid.strip_prefix("::ffff:")
         .unwrap_or_else(|| panic!("GID {gid} (RDMA_GID_INDEX) is not an IPv4 address's RoCE v2 GID: rdma_cm needs one"))

@@ -45,6 +45,10 @@ pub struct Device {
     /// The port's GID table as `ibv_devinfo -v` lists it (non-empty entries only): index,
     /// GID in `inet_ntop` form, and type as our trace writes it (`RoCE_v2`).
     pub gids: Vec<(u32, String, String)>,
+    /// An iWARP device's IPv4 address: the address of the netdev it sits on (`rdma link`,
+    /// `ip -4 addr`), which rdma_cm and rping take as `-a`. None on InfiniBand and RoCE,
+    /// whose chosen GID holds the address.
+    pub netdev_addr: Option<String>,
     /// What all this was read from: the choice, then both `ibv_devinfo` outputs. The book
     /// keeps it next to its outputs (`book/src/output/device.txt`) so they can be checked
     /// against the snapshots without the device.
@@ -93,10 +97,24 @@ impl Device {
             v4.map(|(i, _, _)| i.to_string())
                 .unwrap_or_else(|| panic!("{name} port {port} has no RoCE v2 IPv4 GID: set RDMA_GID_INDEX\n{verbose}"))
         });
-        Device::parse(&format!(
+        let mut text = format!(
             "RDMA_DEVICE={name}\nRDMA_IB_PORT={port}\nRDMA_GID_INDEX={gid_index}\n\
              --- ibv_devinfo -l\n{list}--- ibv_devinfo -v -d {name} -i {port}\n{verbose}"
-        ))
+        );
+        // An iWARP device's one GID is made from its MAC, not from an address: the address
+        // rdma_cm needs is its netdev's.
+        if parse_devinfo(&verbose).0.get("transport").is_some_and(|t| t.starts_with("iWARP")) {
+            let link = command_text("rdma", &["link", "show", &format!("{name}/{port}")]);
+            let netdev = link
+                .split_whitespace()
+                .skip_while(|w| *w != "netdev")
+                .nth(1)
+                .unwrap_or_else(|| panic!("rdma link show names no netdev for {name}: {link}"))
+                .to_string();
+            let addr = command_text("ip", &["-4", "-o", "addr", "show", "dev", &netdev, "scope", "global"]);
+            text += &format!("--- ip -4 -o addr show dev {netdev} scope global\n{addr}");
+        }
+        Device::parse(&text)
     }
 
     /// Reads back what [`Device::probe`] wrote (also the book's `output/device.txt`).
@@ -114,6 +132,12 @@ impl Device {
             rest[..rest.find("\n--- ").map_or(rest.len(), |i| i + 1)].to_string()
         };
         let (info, gids) = parse_devinfo(&section("--- ibv_devinfo -v"));
+        // `2: eth0    inet 192.0.2.1/24 brd …`: the first global IPv4 address.
+        let netdev_addr = text.contains("--- ip -4 -o addr").then(|| {
+            let addr = section("--- ip -4 -o addr");
+            let word = addr.split_whitespace().skip_while(|w| *w != "inet").nth(1);
+            word.and_then(|w| w.split('/').next()).expect("an IPv4 address on the netdev").to_string()
+        });
         Device {
             name: var("RDMA_DEVICE"),
             port: var("RDMA_IB_PORT").parse().expect("RDMA_IB_PORT is a port number"),
@@ -121,8 +145,14 @@ impl Device {
             all: parse_device_list(&section("--- ibv_devinfo -l")),
             info,
             gids,
+            netdev_addr,
             text: text.to_string(),
         }
+    }
+
+    /// Whether the device is an iWARP one (`transport: iWARP (1)`): siw, or an RNIC.
+    pub fn is_iwarp(&self) -> bool {
+        self.info.get("transport").is_some_and(|t| t.starts_with("iWARP"))
     }
 
     /// `ibv_devinfo`'s value for `key`, e.g. `max_qp`.

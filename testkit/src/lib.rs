@@ -18,14 +18,14 @@ mod snapshot;
 mod steps;
 mod xml;
 
-pub use book::{book_output, book_output_dir};
+pub use book::{book_output, book_output_dir, iwarp_output_dir};
 pub use device::{device, device_args, device_lock, kernel_version, require_device, running_kernel, Device};
 pub use ports::{tcp_port, tcp_ports, TCP_PORTS};
 pub use redact::{redact, redact_packet, redact_sections, rules, Kind, Pass, Picks, DEVICE_VALUES, RULES};
 pub use run::{
     args, assert_ok, listening, run, run_pair, spawn, spawn_as, stdout, wait, wait_or_kill, wait_or_kill_when, TIMEOUT,
 };
-pub use snapshot::{snapshots, with_filters};
+pub use snapshot::{snapshots, with_filters, IWARP_SNAPSHOTS};
 pub use steps::{steps, Step};
 pub use xml::check_xml;
 

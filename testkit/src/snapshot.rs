@@ -13,9 +13,19 @@ pub fn with_filters(f: impl FnOnce()) {
 
 /// Runs `f` (which asserts snapshots of texts already passed through [`redact`](fn@crate::redact)) with the
 /// settings every snapshot here uses.
+///
+/// On an iWARP device they are that device's own: `tests/snapshots/iwarp/` (what step 10
+/// does over iWARP differs from RoCE in the trace, not only in values).
 pub fn snapshots(f: impl FnOnce()) {
-    snapshot_settings().bind(f);
+    let mut settings = snapshot_settings();
+    if crate::device().is_iwarp() {
+        settings.set_snapshot_path(IWARP_SNAPSHOTS);
+    }
+    settings.bind(f);
 }
+
+/// Where an iWARP device's snapshots live, relative to a test group's directory.
+pub const IWARP_SNAPSHOTS: &str = "../snapshots/iwarp";
 
 /// Every snapshot lives in `tests/snapshots/`, named `<file>__<name>.snap` after the test
 /// file that makes it (`steps__08_poll_cq-client.snap`). The tests are modules of one
