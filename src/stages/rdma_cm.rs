@@ -50,6 +50,7 @@ use crate::poll::{
     Backoff,
 };
 use crate::rping::{c_string, ping_data, RpingInfo};
+use crate::stages::create_qp::INIT_MASK;
 use crate::stages::modify_qp_rtr::RTR_MASK;
 use crate::stages::modify_qp_rts::RTS_MASK;
 use crate::stages::reg_mr::reg_mr;
@@ -72,6 +73,10 @@ pub const RPING_SQ_DEPTH: u32 = 16;
 pub const RESOLVE_TIMEOUT_MS: i32 = 2000;
 /// rping's listen backlog.
 pub const BACKLOG: i32 = 3;
+/// rping's access to its RDMA buffers (`rdma_buf`, and the client's `start_buf`): the
+/// peer reads them and writes them, and the device writes them for the READ's response.
+pub const RPING_ACCESS: ibv_access_flags =
+    ibv_access_flags(IBV_ACCESS_LOCAL_WRITE.0 | IBV_ACCESS_REMOTE_READ.0 | IBV_ACCESS_REMOTE_WRITE.0);
 /// `wr_id` of a SEND of a [`RpingInfo`] or a "go ahead".
 pub const SEND_WRID: u64 = 1;
 /// `wr_id` of the one receive rping keeps posted.
@@ -144,8 +149,7 @@ pub fn resolve(addr: SocketAddr, timeout: Duration) -> Result<Endpoint> {
 
 /// The PD, CQ, QP and buffers on the device the CM bound `ep.id` to, and the first receive
 /// posted (`rping_setup_qp`, `rping_setup_buffers`, the first `ibv_post_recv`). The client
-/// registers its source buffer with `start_access`: rping's is
-/// `LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE`.
+/// registers its source buffer with `start_access`: rping's is [`RPING_ACCESS`].
 pub fn setup_qp(ep: &Endpoint, size: u32, start_access: Option<ibv_access_flags>) -> Result<Conn> {
     let ctx = Context::of_cm_id(&ep.id)?;
     trace::event("cm_id->verbs")
@@ -176,8 +180,7 @@ pub fn setup_qp(ep: &Endpoint, size: u32, start_access: Option<ibv_access_flags>
     // ANCHOR_END: create_qp
     let recv = reg_mr(&pd, RpingInfo::LEN, IBV_ACCESS_LOCAL_WRITE)?;
     let send = reg_mr(&pd, RpingInfo::LEN, ibv_access_flags(0))?;
-    let remote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    let rdma = reg_mr(&pd, size as usize, remote)?;
+    let rdma = reg_mr(&pd, size as usize, RPING_ACCESS)?;
     let start = start_access.map(|access| reg_mr(&pd, size as usize, access)).transpose()?;
     let conn = Conn { qp, cq, recv, send, rdma, start, pd, ctx };
     post_recv(&conn)?;
@@ -234,12 +237,8 @@ pub fn accept(ep: &Endpoint, conn: &Conn, timeout: Duration) -> Result<()> {
 /// `max_dest_rd_atomic` and `max_rd_atomic`, which it sets from the negotiated responder
 /// resources and initiator depth), each mask compared with the one stages 04–06 set.
 pub fn show_cm_transitions(id: &CmId) -> Result<()> {
-    // Stage 04's RESET→INIT mask, as create_qp writes it.
-    let init_mask = ibv_qp_attr_mask(
-        verbs::IBV_QP_STATE.0 | verbs::IBV_QP_PKEY_INDEX.0 | verbs::IBV_QP_PORT.0 | verbs::IBV_QP_ACCESS_FLAGS.0,
-    );
     for (state, ours, stage) in
-        [(IBV_QPS_INIT, init_mask, "04"), (IBV_QPS_RTR, RTR_MASK, "05"), (IBV_QPS_RTS, RTS_MASK, "06")]
+        [(IBV_QPS_INIT, INIT_MASK, "04"), (IBV_QPS_RTR, RTR_MASK, "05"), (IBV_QPS_RTS, RTS_MASK, "06")]
     {
         let (attr, mask) = id.init_qp_attr(state)?;
         trace::event("rdma_init_qp_attr")
