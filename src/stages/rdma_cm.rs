@@ -53,6 +53,7 @@ use crate::rping::{c_string, ping_data, RpingInfo};
 use crate::stages::create_qp::INIT_MASK;
 use crate::stages::modify_qp_rtr::RTR_MASK;
 use crate::stages::modify_qp_rts::RTS_MASK;
+use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::stages::reg_mr::reg_mr;
 use crate::trace::{self, Hex64, Key};
 use crate::verbs::cm::sys::{
@@ -60,13 +61,15 @@ use crate::verbs::cm::sys::{
     RDMA_CM_EVENT_ROUTE_RESOLVED,
 };
 use crate::verbs::{
-    self, ibv_access_flags, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_send_wr_rdma,
+    self, ibv_access_flags, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_send_wr, ibv_send_wr_rdma,
     ibv_send_wr_wr, ibv_sge, ibv_wc, names, rdma_conn_param, CmEvent, CmId, Context, Cq, EventChannel, Mr, Pd, Qp,
     IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS,
-    IBV_QPT_RC, IBV_QP_MAX_QP_RD_ATOMIC, IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_SEND,
+    IBV_QPT_RC, IBV_QP_MAX_QP_RD_ATOMIC, IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE,
 };
 use ibverbs_sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
 
+/// The length of every SEND and receive of rping: one [`RpingInfo`].
+const INFO_LEN: u32 = RpingInfo::LEN as u32;
 /// rping's send queue depth (`RPING_SQ_DEPTH`); its CQ has twice as many entries.
 pub const RPING_SQ_DEPTH: u32 = 16;
 /// rping's timeout for address and route resolution, in milliseconds.
@@ -77,10 +80,8 @@ pub const BACKLOG: i32 = 3;
 /// peer reads them and writes them, and the device writes them for the READ's response.
 pub const RPING_ACCESS: ibv_access_flags =
     ibv_access_flags(IBV_ACCESS_LOCAL_WRITE.0 | IBV_ACCESS_REMOTE_READ.0 | IBV_ACCESS_REMOTE_WRITE.0);
-/// `wr_id` of a SEND of a [`RpingInfo`] or a "go ahead".
-pub const SEND_WRID: u64 = 1;
-/// `wr_id` of the one receive rping keeps posted.
-pub const RECV_WRID: u64 = 2;
+// The SENDs of an [`RpingInfo`] or a "go ahead" and the one receive rping keeps posted are
+// stage 07's, with its wr_ids: a wr_id means the same in every step's trace.
 /// `wr_id` of the server's RDMA READ.
 pub const READ_WRID: u64 = 3;
 /// `wr_id` of the server's RDMA WRITE.
@@ -183,7 +184,7 @@ pub fn setup_qp(ep: &Endpoint, size: u32, start_access: Option<ibv_access_flags>
     let rdma = reg_mr(&pd, size as usize, RPING_ACCESS)?;
     let start = start_access.map(|access| reg_mr(&pd, size as usize, access)).transpose()?;
     let conn = Conn { qp, cq, recv, send, rdma, start, pd, ctx };
-    post_recv(&conn)?;
+    post_recv(&conn.qp, &conn.recv, INFO_LEN, 1)?;
     Ok(conn)
 }
 
@@ -330,9 +331,9 @@ pub fn ping_client(conn: &mut Conn, opts: PingOptions) -> Result<Pings> {
 fn send_info(conn: &mut Conn, info: RpingInfo, timeout: Duration) -> Result<()> {
     conn.send.write(0, &info.to_bytes());
     trace::event("rping_info").kv("addr", Hex64(info.addr)).kv("rkey", Key(info.rkey)).kv("size", info.size).emit();
-    post_send(conn)?;
-    wait_spinning(&conn.cq, &[Send(SEND_WRID), Recv(RECV_WRID)], timeout)?;
-    post_recv(conn)
+    post_send(&conn.qp, &conn.send, INFO_LEN, IBV_SEND_SIGNALED)?;
+    wait_spinning(&conn.cq, &[Send(PINGPONG_SEND_WRID), Recv(PINGPONG_RECV_WRID)], timeout)?;
+    post_recv(&conn.qp, &conn.recv, INFO_LEN, 1)
 }
 // ANCHOR_END: client
 
@@ -380,14 +381,14 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
         if opts.verbose {
             println!("server ping data: {}", c_string(&read));
         }
-        post_send(conn)?;
+        post_send(&conn.qp, &conn.send, INFO_LEN, IBV_SEND_SIGNALED)?;
         let sink = await_info(ep, conn, true, 2 * u64::from(ping) + 1, opts.timeout)?
             .map_err(|end| unexpected(&end.event, "the client's sink buffer"))?;
         // rping writes the string it read, up to its NUL: strlen + 1 bytes. (CStr looks for
         // the NUL a word at a time, as strlen does, not byte by byte.)
         let len = CStr::from_bytes_until_nul(&read).map_or(read.len(), |s| s.to_bytes_with_nul().len()) as u32;
         rdma(conn, IBV_WR_RDMA_WRITE, WRITE_WRID, sink, len, opts.timeout)?;
-        post_send(conn)?;
+        post_send(&conn.qp, &conn.send, INFO_LEN, IBV_SEND_SIGNALED)?;
         ping += 1;
         mute.get_or_insert_with(trace::mute);
     }
@@ -469,8 +470,8 @@ fn await_info(
             }
             check_wcs(&conn.cq, &wc, |_| done)?;
             match wc[0].wr_id() {
-                SEND_WRID if go_ahead && sent.is_none() => sent = Some(wc[0]),
-                RECV_WRID if received.is_none() => received = Some(wc[0]),
+                PINGPONG_SEND_WRID if go_ahead && sent.is_none() => sent = Some(wc[0]),
+                PINGPONG_RECV_WRID if received.is_none() => received = Some(wc[0]),
                 other => {
                     return Err(Error::new("ibv_poll_cq").cause(format!("completion for unexpected wr_id {other}")))
                 }
@@ -538,7 +539,7 @@ fn flushed_by_disconnect(ep: &Endpoint, timeout: Duration) -> Result<Option<CmEv
 /// Checks a received message the way rping's `server_recv` does, reads it, and posts the
 /// next receive.
 fn received_info(conn: &Conn, wc: &ibv_wc) -> Result<RpingInfo> {
-    if wc.wr_id() != RECV_WRID || wc.len() != RpingInfo::LEN {
+    if wc.wr_id() != PINGPONG_RECV_WRID || wc.len() != RpingInfo::LEN {
         return Err(Error::new("ibv_poll_cq").cause(format!(
             "expected the client's 16-byte rping_rdma_info, got wr_id {} of {} bytes (rping: \"Received bogus data\")",
             wc.wr_id(),
@@ -548,33 +549,10 @@ fn received_info(conn: &Conn, wc: &ibv_wc) -> Result<RpingInfo> {
     let bytes: [u8; 16] = conn.recv.read(0, RpingInfo::LEN).try_into().expect("16 bytes");
     let info = RpingInfo::from_bytes(&bytes);
     trace::event("rping_info").kv("addr", Hex64(info.addr)).kv("rkey", Key(info.rkey)).kv("size", info.size).emit();
-    post_recv(conn)?;
+    post_recv(&conn.qp, &conn.recv, INFO_LEN, 1)?;
     Ok(info)
 }
 // ANCHOR_END: server
-
-/// Posts rping's one receive: 16 bytes into `recv_buf`.
-fn post_recv(conn: &Conn) -> Result<()> {
-    let list = ibv_sge { addr: conn.recv.addr(), length: RpingInfo::LEN as u32, lkey: conn.recv.lkey() };
-    let mut wr = ibv_recv_wr { wr_id: RECV_WRID, ..Default::default() };
-    conn.qp.post_recv(&mut wr, &[list], &conn.recv)?;
-    trace::event("ibv_post_recv").kv("wr_id", RECV_WRID).kv("sge.length", list.length).emit();
-    Ok(())
-}
-
-/// SENDs the 16 bytes of `send_buf`.
-fn post_send(conn: &Conn) -> Result<()> {
-    let list = ibv_sge { addr: conn.send.addr(), length: RpingInfo::LEN as u32, lkey: conn.send.lkey() };
-    let mut wr =
-        ibv_send_wr { wr_id: SEND_WRID, opcode: IBV_WR_SEND, send_flags: IBV_SEND_SIGNALED.0, ..Default::default() };
-    conn.qp.post_send(&mut wr, &[list], &conn.send)?;
-    trace::event("ibv_post_send")
-        .kv("wr_id", SEND_WRID)
-        .kv("opcode", "IBV_WR_SEND")
-        .kv("sge.length", list.length)
-        .emit();
-    Ok(())
-}
 
 // ANCHOR: disconnect
 /// `rdma_disconnect`: librdmacm moves the QP to ERR (the posted receive is flushed) and the
