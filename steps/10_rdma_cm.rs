@@ -7,9 +7,11 @@
 use rdma_dissect::breakit::{self, Case};
 use rdma_dissect::error;
 use rdma_dissect::role::Role;
+use rdma_dissect::stages::alloc_pd::alloc_pd;
+use rdma_dissect::stages::create_qp::create_queues;
 use rdma_dissect::stages::rdma_cm::{
-    accept, connect, disconnect, listen, ping_client, ping_server, print_pings, resolve, rping_conn_param, setup_qp,
-    show_cm_transitions, PingOptions, RPING_ACCESS,
+    accept, cm_create_qp, cm_verbs, connect, disconnect, listen, ping_client, ping_server, print_pings, resolve,
+    rping_conn_param, rping_qp, show_cm_transitions, PingOptions, RpingCb, RPING_ACCESS,
 };
 use rdma_dissect::step::Cli;
 
@@ -36,21 +38,28 @@ fn main() -> std::process::ExitCode {
             Role::Server => listen(addr, timeout)?,
             Role::Client => resolve(addr, timeout)?,
         };
-        // The client's source buffer, which the server reads.
-        let mut conn = setup_qp(&ep, args.size, (role == Role::Client).then_some(RPING_ACCESS))?;
+        let ctx = cm_verbs(&ep)?;
+        // ANCHOR_END: new
+        let pd = alloc_pd(&ctx)?;
+        // ANCHOR: new_qp
+        let q = create_queues(&ctx, &pd, rping_qp(), cm_create_qp(&ep.id))?;
+        // rping's buffers; the client's source buffer, which the server reads, with RPING_ACCESS.
+        let mut cb = RpingCb::setup(q, &pd, args.size, (role == Role::Client).then_some(RPING_ACCESS))?;
+        // ANCHOR_END: new_qp
+        // ANCHOR: new_connect
         match role {
-            Role::Server => accept(&ep, &conn, timeout)?,
-            Role::Client => connect(&ep, &conn, &rping_conn_param(), timeout)?,
+            Role::Server => accept(&ep, &cb.q.qp, timeout)?,
+            Role::Client => connect(&ep, &cb.q.qp, &rping_conn_param(), timeout)?,
         }
         show_cm_transitions(&ep.id)?;
         let pings = match role {
-            Role::Server => ping_server(&ep, &mut conn, opts)?,
-            Role::Client => ping_client(&mut conn, opts)?,
+            Role::Server => ping_server(&ep, &mut cb, opts)?,
+            Role::Client => ping_client(&mut cb, opts)?,
         };
         // The client ends the connection; the server, told so, ends its side.
-        disconnect(&ep, &conn, role == Role::Client, timeout)?;
+        disconnect(&ep, &cb.q.qp, role == Role::Client, timeout)?;
         print_pings(&pings);
-        // ANCHOR_END: new
+        // ANCHOR_END: new_connect
         Ok(())
     })
 }

@@ -12,9 +12,11 @@ use super::Case;
 use crate::cli::RpingArgs;
 use crate::error::Result;
 use crate::role::Role;
+use crate::stages::alloc_pd::alloc_pd;
+use crate::stages::create_qp::create_queues;
 use crate::stages::rdma_cm::{
-    accept, connect, disconnect, listen, ping_client, ping_server, resolve, rping_conn_param, setup_qp, PingOptions,
-    RPING_ACCESS,
+    accept, cm_create_qp, cm_verbs, connect, disconnect, listen, ping_client, ping_server, resolve, rping_conn_param,
+    rping_qp, PingOptions, RpingCb, RPING_ACCESS,
 };
 use crate::verbs::{ibv_access_flags, rdma_conn_param, IBV_ACCESS_REMOTE_READ};
 
@@ -89,18 +91,21 @@ fn rping(args: &RpingArgs, addr: SocketAddr, start_access: ibv_access_flags, par
         Role::Server => listen(addr, args.timeout)?,
         Role::Client => resolve(addr, args.timeout)?,
     };
-    let mut conn = setup_qp(&ep, args.size, (role == Role::Client).then_some(start_access))?;
+    let ctx = cm_verbs(&ep)?;
+    let pd = alloc_pd(&ctx)?;
+    let q = create_queues(&ctx, &pd, rping_qp(), cm_create_qp(&ep.id))?;
+    let mut cb = RpingCb::setup(q, &pd, args.size, (role == Role::Client).then_some(start_access))?;
     match role {
         Role::Server => {
-            accept(&ep, &conn, args.timeout)?;
-            ping_server(&ep, &mut conn, opts)?;
+            accept(&ep, &cb.q.qp, args.timeout)?;
+            ping_server(&ep, &mut cb, opts)?;
         }
         Role::Client => {
-            connect(&ep, &conn, &param, args.timeout)?;
-            ping_client(&mut conn, opts)?;
+            connect(&ep, &cb.q.qp, &param, args.timeout)?;
+            ping_client(&mut cb, opts)?;
         }
     }
-    disconnect(&ep, &conn, role == Role::Client, args.timeout)
+    disconnect(&ep, &cb.q.qp, role == Role::Client, args.timeout)
 }
 
 /// The address to bind (server: `-a` and `-p`, as the step does) or to connect to (client:

@@ -51,6 +51,7 @@ use crate::poll::{
 };
 use crate::rping::{c_string, ping_data, RpingInfo};
 use crate::stages::create_qp::INIT_MASK;
+use crate::stages::create_qp::{QpOptions, Queues};
 use crate::stages::modify_qp_rtr::RTR_MASK;
 use crate::stages::modify_qp_rts::RTS_MASK;
 use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
@@ -61,10 +62,10 @@ use crate::verbs::cm::sys::{
     RDMA_CM_EVENT_ROUTE_RESOLVED,
 };
 use crate::verbs::{
-    self, ibv_access_flags, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_send_wr, ibv_send_wr_rdma,
-    ibv_send_wr_wr, ibv_sge, ibv_wc, names, rdma_conn_param, CmEvent, CmId, Context, Cq, EventChannel, Mr, Pd, Qp,
-    IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS,
-    IBV_QPT_RC, IBV_QP_MAX_QP_RD_ATOMIC, IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE,
+    self, ibv_access_flags, ibv_qp_attr_mask, ibv_qp_init_attr, ibv_send_wr, ibv_send_wr_rdma, ibv_send_wr_wr, ibv_sge,
+    ibv_wc, names, rdma_conn_param, CmEvent, CmId, Context, Cq, EventChannel, Mr, Pd, Qp, IBV_ACCESS_LOCAL_WRITE,
+    IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QP_MAX_QP_RD_ATOMIC,
+    IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE,
 };
 use ibverbs_sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
 
@@ -87,13 +88,13 @@ pub const READ_WRID: u64 = 3;
 /// `wr_id` of the server's RDMA WRITE.
 pub const WRITE_WRID: u64 = 4;
 
-/// The verbs objects of a connection, rping's `struct rping_cb` minus the CM: the QP first,
-/// so that it is destroyed first.
-pub struct Conn {
-    /// The QP, created and moved by the CM.
-    pub qp: Qp,
-    /// The one CQ of both queues (rping's, without its completion channel: we poll).
-    pub cq: Rc<Cq>,
+/// rping's control block (`struct rping_cb`) without the CM: stage 04's queues and rping's
+/// four buffers. The queues come first, so the QP is destroyed before the buffers are
+/// deregistered, as stage 04's steps do.
+pub struct RpingCb {
+    /// The QP, created and moved by the CM, and its one CQ (rping's, without its completion
+    /// channel: we poll).
+    pub q: Queues,
     /// Where each [`RpingInfo`] (or "go ahead") lands: `recv_buf`.
     pub recv: Mr,
     /// What each SEND carries: `send_buf` (no access: only the local HCA reads it).
@@ -102,10 +103,6 @@ pub struct Conn {
     pub rdma: Mr,
     /// The client's source, which the server reads: `start_buf`.
     pub start: Option<Mr>,
-    /// The PD, on the device the CM chose.
-    pub pd: Rc<Pd>,
-    /// That device's context, librdmacm's.
-    pub ctx: Rc<Context>,
 }
 
 // ANCHOR: stage
@@ -148,44 +145,59 @@ pub fn resolve(addr: SocketAddr, timeout: Duration) -> Result<Endpoint> {
     Ok(ep)
 }
 
-/// The PD, CQ, QP and buffers on the device the CM bound `ep.id` to, and the first receive
-/// posted (`rping_setup_qp`, `rping_setup_buffers`, the first `ibv_post_recv`). The client
-/// registers its source buffer with `start_access`: rping's is [`RPING_ACCESS`].
-pub fn setup_qp(ep: &Endpoint, size: u32, start_access: Option<ibv_access_flags>) -> Result<Conn> {
+/// The device the CM bound `ep.id` to (`cm_id->verbs`), which librdmacm opened: rping
+/// creates every verbs object of the connection on it. Its link is watched from here on,
+/// as stage 01 watches the device it opens, so that a failed completion is explained by
+/// what happened to the link.
+pub fn cm_verbs(ep: &Endpoint) -> Result<Rc<Context>> {
     let ctx = Context::of_cm_id(&ep.id)?;
-    trace::event("cm_id->verbs")
-        .kv("id", ep.id.name())
-        .kv("device", ctx.name())
-        .kv("port_num", ep.id.port_num())
-        .emit();
-    let pd = Pd::alloc(&ctx)?;
-    let cq = Cq::create(&ctx, (RPING_SQ_DEPTH * 2) as i32, None, 0)?;
-    let init_attr = ibv_qp_init_attr {
-        send_cq: cq.as_ptr(),
-        recv_cq: cq.as_ptr(),
-        cap: ibv_qp_cap {
-            max_send_wr: RPING_SQ_DEPTH,
-            max_recv_wr: 2,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            ..Default::default()
-        },
-        qp_type: IBV_QPT_RC,
-        ..Default::default()
-    };
-    // ANCHOR: create_qp
-    // ANCHOR: hole_cm_create_qp HOLE(Qp): let the CM create the QP on the id, in the PD, with init_attr (rdma_create_qp: `Qp` in src/verbs/qp.rs)
-    let qp = Qp::create_cm(&ep.id, &pd, &cq, init_attr)?;
-    // ANCHOR_END: hole_cm_create_qp
-    trace_state(&qp, "after rdma_create_qp")?;
-    // ANCHOR_END: create_qp
-    let recv = reg_mr(&pd, RpingInfo::LEN, IBV_ACCESS_LOCAL_WRITE)?;
-    let send = reg_mr(&pd, RpingInfo::LEN, ibv_access_flags(0))?;
-    let rdma = reg_mr(&pd, size as usize, RPING_ACCESS)?;
-    let start = start_access.map(|access| reg_mr(&pd, size as usize, access)).transpose()?;
-    let conn = Conn { qp, cq, recv, send, rdma, start, pd, ctx };
-    post_recv(&conn.qp, &conn.recv, INFO_LEN, 1)?;
-    Ok(conn)
+    let port_num = ep.id.port_num();
+    trace::event("cm_id->verbs").kv("id", ep.id.name()).kv("device", ctx.name()).kv("port_num", port_num).emit();
+    // Not a verb (src/link.rs): the CM names our GID, the link its index.
+    crate::link::watch(ctx.name(), port_num, crate::link::gid_index(ctx.name(), port_num, ep.id.sgid()));
+    Ok(ctx)
+}
+
+/// rping's queues (`rping_setup_qp`): `RPING_SQ_DEPTH` sends, two receives, a CQ with
+/// room for twice as many completions as sends, no completion channel.
+pub fn rping_qp() -> QpOptions {
+    QpOptions {
+        rx_depth: 2,
+        tx_depth: RPING_SQ_DEPTH,
+        cqe: RPING_SQ_DEPTH * 2,
+        size: RpingInfo::LEN as u32,
+        use_event: false,
+        access: ibv_access_flags(0),
+    }
+}
+
+// ANCHOR: create_qp
+/// Stage 04's QP creator for the connection: `rdma_create_qp` on `id` creates the QP on
+/// the id's device and moves it to INIT itself, with the attributes `rdma_init_qp_attr`
+/// gives ([`show_cm_transitions`] prints them).
+pub fn cm_create_qp(id: &Rc<CmId>) -> impl FnOnce(&Rc<Pd>, &Rc<Cq>, ibv_qp_init_attr) -> Result<Qp> + '_ {
+    move |pd, cq, init_attr| {
+        // ANCHOR: hole_cm_create_qp HOLE(Qp): let the CM create the QP on the id, in the PD, with init_attr (rdma_create_qp: `Qp` in src/verbs/qp.rs)
+        let qp = Qp::create_cm(id, pd, cq, init_attr)?;
+        // ANCHOR_END: hole_cm_create_qp
+        trace_state(&qp, "after rdma_create_qp")?;
+        Ok(qp)
+    }
+}
+// ANCHOR_END: create_qp
+
+impl RpingCb {
+    /// rping's buffers in `pd` (`rping_setup_buffers`) beside the queues `q`, and the first
+    /// receive posted. The client registers its source buffer with `start_access`: rping's
+    /// is [`RPING_ACCESS`].
+    pub fn setup(q: Queues, pd: &Rc<Pd>, size: u32, start_access: Option<ibv_access_flags>) -> Result<RpingCb> {
+        let recv = reg_mr(pd, RpingInfo::LEN, IBV_ACCESS_LOCAL_WRITE)?;
+        let send = reg_mr(pd, RpingInfo::LEN, ibv_access_flags(0))?;
+        let rdma = reg_mr(pd, size as usize, RPING_ACCESS)?;
+        let start = start_access.map(|access| reg_mr(pd, size as usize, access)).transpose()?;
+        post_recv(&q.qp, &recv, INFO_LEN, 1)?;
+        Ok(RpingCb { q, recv, send, rdma, start })
+    }
 }
 
 /// rping's connection parameters (`rping_init_conn_param`): one READ in flight each way,
@@ -207,7 +219,7 @@ pub fn rping_conn_param() -> rdma_conn_param {
 // ANCHOR: connect
 /// Client: `rdma_connect` with `param`, then ESTABLISHED: by then librdmacm has moved the
 /// QP to RTR and RTS on the ConnectReply and sent ReadyToUse (`rping_connect_client`).
-pub fn connect(ep: &Endpoint, conn: &Conn, param: &rdma_conn_param, timeout: Duration) -> Result<()> {
+pub fn connect(ep: &Endpoint, qp: &Qp, param: &rdma_conn_param, timeout: Duration) -> Result<()> {
     trace::event("rdma_connect")
         .kv("id", ep.id.name())
         .kv("responder_resources", param.responder_resources)
@@ -217,16 +229,16 @@ pub fn connect(ep: &Endpoint, conn: &Conn, param: &rdma_conn_param, timeout: Dur
         .emit();
     ep.id.connect(param)?;
     await_event(ep, RDMA_CM_EVENT_ESTABLISHED, timeout)?;
-    trace_state(&conn.qp, "after ESTABLISHED")
+    trace_state(qp, "after ESTABLISHED")
 }
 
 /// Server: `rdma_accept(id, NULL)` — librdmacm moves the QP to RTR and RTS *before* it
 /// sends the ConnectReply — then ESTABLISHED, when the client's ReadyToUse arrives
 /// (`rping_accept`).
-pub fn accept(ep: &Endpoint, conn: &Conn, timeout: Duration) -> Result<()> {
+pub fn accept(ep: &Endpoint, qp: &Qp, timeout: Duration) -> Result<()> {
     ep.id.accept()?;
     trace::event("rdma_accept").kv("id", ep.id.name()).kv("conn_param", "NULL").emit();
-    trace_state(&conn.qp, "after rdma_accept")?;
+    trace_state(qp, "after rdma_accept")?;
     await_event(ep, RDMA_CM_EVENT_ESTABLISHED, timeout)?;
     Ok(())
 }
@@ -296,22 +308,22 @@ pub struct PingOptions {
 
 // ANCHOR: client
 /// Client: `count` pings (`rping_test_client`). The first is traced, the rest are not.
-pub fn ping_client(conn: &mut Conn, opts: PingOptions) -> Result<Pings> {
+pub fn ping_client(cb: &mut RpingCb, opts: PingOptions) -> Result<Pings> {
     let start_time = Instant::now();
     let mut mute = None;
     let mut ping = 0;
     while opts.count == 0 || ping < opts.count {
         let data = ping_data(ping, opts.size as usize);
         let start =
-            conn.start.as_mut().ok_or_else(|| Error::new("ping_client").cause("the client has no start buffer"))?;
+            cb.start.as_mut().ok_or_else(|| Error::new("ping_client").cause("the client has no start buffer"))?;
         start.write(0, &data);
         let source = RpingInfo { addr: start.addr(), rkey: start.rkey(), size: opts.size };
-        send_info(conn, source, opts.timeout)?;
-        let sink = RpingInfo { addr: conn.rdma.addr(), rkey: conn.rdma.rkey(), size: opts.size };
-        send_info(conn, sink, opts.timeout)?;
+        send_info(cb, source, opts.timeout)?;
+        let sink = RpingInfo { addr: cb.rdma.addr(), rkey: cb.rdma.rkey(), size: opts.size };
+        send_info(cb, sink, opts.timeout)?;
         // Only -V and -v look at what came back: rping's memcmp and printf.
         if opts.validate || opts.verbose {
-            let back = conn.rdma.read(0, opts.size as usize);
+            let back = cb.rdma.read(0, opts.size as usize);
             if opts.validate && back != data {
                 return Err(Error::new(format!("validating ping {ping}"))
                     .cause("what the server wrote back differs from what it read: data mismatch (rping's words)"));
@@ -328,24 +340,24 @@ pub fn ping_client(conn: &mut Conn, opts: PingOptions) -> Result<Pings> {
 }
 
 /// Client: SENDs `info`, then waits for the SEND to complete and the server's "go ahead".
-fn send_info(conn: &mut Conn, info: RpingInfo, timeout: Duration) -> Result<()> {
-    conn.send.write(0, &info.to_bytes());
+fn send_info(cb: &mut RpingCb, info: RpingInfo, timeout: Duration) -> Result<()> {
+    cb.send.write(0, &info.to_bytes());
     trace::event("rping_info").kv("addr", Hex64(info.addr)).kv("rkey", Key(info.rkey)).kv("size", info.size).emit();
-    post_send(&conn.qp, &conn.send, INFO_LEN, IBV_SEND_SIGNALED)?;
-    wait_spinning(&conn.cq, &[Send(PINGPONG_SEND_WRID), Recv(PINGPONG_RECV_WRID)], timeout)?;
-    post_recv(&conn.qp, &conn.recv, INFO_LEN, 1)
+    post_send(&cb.q.qp, &cb.send, INFO_LEN, IBV_SEND_SIGNALED)?;
+    wait_spinning(&cb.q.cq, &[Send(PINGPONG_SEND_WRID), Recv(PINGPONG_RECV_WRID)], timeout)?;
+    post_recv(&cb.q.qp, &cb.recv, INFO_LEN, 1)
 }
 // ANCHOR_END: client
 
 // ANCHOR: server
 /// Server: serves pings until the client disconnects (`rping_test_server`).
-pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<Pings> {
+pub fn ping_server(ep: &Endpoint, cb: &mut RpingCb, opts: PingOptions) -> Result<Pings> {
     let start_time = Instant::now();
     let mut mute = None;
     let mut ping = 0;
     loop {
         // From the second ping on, the last "go ahead" of the one before is in flight.
-        let source = match await_info(ep, conn, ping > 0, 2 * u64::from(ping), opts.timeout)? {
+        let source = match await_info(ep, cb, ping > 0, 2 * u64::from(ping), opts.timeout)? {
             Ok(info) => info,
             Err(end) => {
                 // The loop's trace is muted after the first ping; the end is not.
@@ -371,9 +383,9 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
             }
         };
         // ANCHOR: hole_rdma_read HOLE: read the client's whole source buffer (`source`) into ours: an RDMA READ with its wr_id, and wait for it (rdma)
-        rdma(conn, IBV_WR_RDMA_READ, READ_WRID, source, source.size, opts.timeout)?;
+        rdma(cb, IBV_WR_RDMA_READ, READ_WRID, source, source.size, opts.timeout)?;
         // ANCHOR_END: hole_rdma_read
-        let read = conn.rdma.read(0, source.size as usize);
+        let read = cb.rdma.read(0, source.size as usize);
         if opts.validate && read != ping_data(ping, source.size as usize) {
             return Err(Error::new(format!("validating ping {ping}"))
                 .cause("what the RDMA READ brought is not rping's ping data for this iteration"));
@@ -381,14 +393,14 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
         if opts.verbose {
             println!("server ping data: {}", c_string(&read));
         }
-        post_send(&conn.qp, &conn.send, INFO_LEN, IBV_SEND_SIGNALED)?;
-        let sink = await_info(ep, conn, true, 2 * u64::from(ping) + 1, opts.timeout)?
+        post_send(&cb.q.qp, &cb.send, INFO_LEN, IBV_SEND_SIGNALED)?;
+        let sink = await_info(ep, cb, true, 2 * u64::from(ping) + 1, opts.timeout)?
             .map_err(|end| unexpected(&end.event, "the client's sink buffer"))?;
         // rping writes the string it read, up to its NUL: strlen + 1 bytes. (CStr looks for
         // the NUL a word at a time, as strlen does, not byte by byte.)
         let len = CStr::from_bytes_until_nul(&read).map_or(read.len(), |s| s.to_bytes_with_nul().len()) as u32;
-        rdma(conn, IBV_WR_RDMA_WRITE, WRITE_WRID, sink, len, opts.timeout)?;
-        post_send(&conn.qp, &conn.send, INFO_LEN, IBV_SEND_SIGNALED)?;
+        rdma(cb, IBV_WR_RDMA_WRITE, WRITE_WRID, sink, len, opts.timeout)?;
+        post_send(&cb.q.qp, &cb.send, INFO_LEN, IBV_SEND_SIGNALED)?;
         ping += 1;
         mute.get_or_insert_with(trace::mute);
     }
@@ -398,16 +410,16 @@ pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<
 
 /// Server: an RDMA READ from (or WRITE to) the client's buffer `info`, of `len` bytes of
 /// our `rdma_buf`, and its completion.
-fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout: Duration) -> Result<()> {
-    if len as usize > conn.rdma.len() {
+fn rdma(cb: &RpingCb, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout: Duration) -> Result<()> {
+    if len as usize > cb.rdma.len() {
         return Err(Error::new("the client's ping")
             .cause(format!(
                 "the client's buffer is {len} bytes, ours {}: rping reads the client's whole buffer into its own",
-                conn.rdma.len()
+                cb.rdma.len()
             ))
             .fix("give both sides the same -S"));
     }
-    let list = ibv_sge { addr: conn.rdma.addr(), length: len, lkey: conn.rdma.lkey() };
+    let list = ibv_sge { addr: cb.rdma.addr(), length: len, lkey: cb.rdma.lkey() };
     let mut wr = ibv_send_wr {
         wr_id,
         opcode,
@@ -415,7 +427,7 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
         wr: ibv_send_wr_wr { rdma: ibv_send_wr_rdma { remote_addr: info.addr, rkey: info.rkey } },
         ..Default::default()
     };
-    conn.qp.post_send(&mut wr, &[list], &conn.rdma)?;
+    cb.q.qp.post_send(&mut wr, &[list], &cb.rdma)?;
     let read = opcode == IBV_WR_RDMA_READ;
     trace::event("ibv_post_send")
         .kv("wr_id", wr_id)
@@ -424,7 +436,7 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
         .kv("wr.rdma.remote_addr", Hex64(info.addr))
         .kv("wr.rdma.rkey", Key(info.rkey))
         .emit();
-    wait_spinning(&conn.cq, &[Send(wr_id)], timeout).map_err(|err| match conn.qp.query(IBV_QP_MAX_QP_RD_ATOMIC) {
+    wait_spinning(&cb.q.cq, &[Send(wr_id)], timeout).map_err(|err| match cb.q.qp.query(IBV_QP_MAX_QP_RD_ATOMIC) {
         // A READ that never completes on a QP that may have none in flight was never sent.
         Ok(attr) if read && err.errno().is_none() && attr.max_rd_atomic == 0 => Error::new("RDMA READ")
             .cause(
@@ -450,7 +462,7 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
 /// it spins, then naps ([`Backoff::spin`]), as the client does.
 fn await_info(
     ep: &Endpoint,
-    conn: &Conn,
+    cb: &RpingCb,
     go_ahead: bool,
     done: u64,
     timeout: Duration,
@@ -460,7 +472,7 @@ fn await_info(
     let (mut sent, mut received) = (None, None);
     let mut backoff = Backoff::spin();
     loop {
-        if conn.cq.poll(&mut wc)? == 1 {
+        if cb.q.cq.poll(&mut wc)? == 1 {
             backoff.reset();
             if received.is_none() && verbs::wc_status(&wc[0]) == IBV_WC_WR_FLUSH_ERR {
                 if let Some(event) = flushed_by_disconnect(ep, timeout)? {
@@ -468,7 +480,7 @@ fn await_info(
                     return Ok(Err(Disconnected { event, flushed: Some(wc[0].wr_id()) }));
                 }
             }
-            check_wcs(&conn.cq, &wc, |_| done)?;
+            check_wcs(&cb.q.cq, &wc, |_| done)?;
             match wc[0].wr_id() {
                 PINGPONG_SEND_WRID if go_ahead && sent.is_none() => sent = Some(wc[0]),
                 PINGPONG_RECV_WRID if received.is_none() => received = Some(wc[0]),
@@ -479,7 +491,7 @@ fn await_info(
             if let (true, Some(recv)) = (sent.is_some() || !go_ahead, received) {
                 sent.iter().for_each(trace_wc);
                 trace_wc(&recv);
-                return received_info(conn, &recv).map(Ok);
+                return received_info(cb, &recv).map(Ok);
             }
             continue;
         }
@@ -538,7 +550,7 @@ fn flushed_by_disconnect(ep: &Endpoint, timeout: Duration) -> Result<Option<CmEv
 
 /// Checks a received message the way rping's `server_recv` does, reads it, and posts the
 /// next receive.
-fn received_info(conn: &Conn, wc: &ibv_wc) -> Result<RpingInfo> {
+fn received_info(cb: &RpingCb, wc: &ibv_wc) -> Result<RpingInfo> {
     if wc.wr_id() != PINGPONG_RECV_WRID || wc.len() != RpingInfo::LEN {
         return Err(Error::new("ibv_poll_cq").cause(format!(
             "expected the client's 16-byte rping_rdma_info, got wr_id {} of {} bytes (rping: \"Received bogus data\")",
@@ -546,10 +558,10 @@ fn received_info(conn: &Conn, wc: &ibv_wc) -> Result<RpingInfo> {
             wc.len()
         )));
     }
-    let bytes: [u8; 16] = conn.recv.read(0, RpingInfo::LEN).try_into().expect("16 bytes");
+    let bytes: [u8; 16] = cb.recv.read(0, RpingInfo::LEN).try_into().expect("16 bytes");
     let info = RpingInfo::from_bytes(&bytes);
     trace::event("rping_info").kv("addr", Hex64(info.addr)).kv("rkey", Key(info.rkey)).kv("size", info.size).emit();
-    post_recv(&conn.qp, &conn.recv, INFO_LEN, 1)?;
+    post_recv(&cb.q.qp, &cb.recv, INFO_LEN, 1)?;
     Ok(info)
 }
 // ANCHOR_END: server
@@ -558,10 +570,10 @@ fn received_info(conn: &Conn, wc: &ibv_wc) -> Result<RpingInfo> {
 /// `rdma_disconnect`: librdmacm moves the QP to ERR (the posted receive is flushed) and the
 /// CM sends a DisconnectRequest. The side that disconnects first then waits for its
 /// DISCONNECTED event (the peer's DisconnectReply); the other got it already.
-pub fn disconnect(ep: &Endpoint, conn: &Conn, first: bool, timeout: Duration) -> Result<()> {
+pub fn disconnect(ep: &Endpoint, qp: &Qp, first: bool, timeout: Duration) -> Result<()> {
     ep.id.disconnect()?;
     trace::event("rdma_disconnect").kv("id", ep.id.name()).emit();
-    trace_state(&conn.qp, "after rdma_disconnect")?;
+    trace_state(qp, "after rdma_disconnect")?;
     if first {
         await_event(ep, RDMA_CM_EVENT_DISCONNECTED, timeout)?;
     }
