@@ -38,7 +38,8 @@
 //!   device's counters), read to explain a failure by what happened.
 //! * [`cm`] — the connection manager's events outside the verbs (stage 10): waiting for
 //!   one with a deadline, tracing it, explaining a reject or a failed resolution.
-//! * [`rping`] — rping's 16-byte buffer message and its ping data, byte for byte. A leaf.
+//! * [`rping`] — rping on top of the stages (step 10): its buffers and its ping loop;
+//!   [`rping::info`], a leaf, its 16-byte buffer message and its ping data, byte for byte.
 //! * [`poll`] — polling a CQ outside the timed loop: waiting for given completions with a
 //!   deadline, explaining a failed one, tracing one.
 //! * [`role`] — server or client: which program of a run this process is. A leaf.

@@ -7,11 +7,11 @@
 use rdma_dissect::breakit::{self, Case};
 use rdma_dissect::error;
 use rdma_dissect::role::Role;
+use rdma_dissect::rping::{ping_client, ping_server, print_pings, rping_qp, PingOptions, RpingCb, RPING_ACCESS};
 use rdma_dissect::stages::alloc_pd::alloc_pd;
 use rdma_dissect::stages::create_qp::create_queues;
 use rdma_dissect::stages::rdma_cm::{
-    accept, cm_create_qp, cm_verbs, connect, disconnect, listen, ping_client, ping_server, print_pings, resolve,
-    rping_conn_param, rping_qp, show_cm_transitions, PingOptions, RpingCb, RPING_ACCESS,
+    accept, cm_create_qp, cm_verbs, connect, disconnect, listen, resolve, rping_conn_param, show_cm_transitions,
 };
 use rdma_dissect::step::Cli;
 

@@ -12,12 +12,10 @@ use super::Case;
 use crate::cli::RpingArgs;
 use crate::error::Result;
 use crate::role::Role;
+use crate::rping::{ping_client, ping_server, rping_qp, PingOptions, RpingCb, RPING_ACCESS};
 use crate::stages::alloc_pd::alloc_pd;
 use crate::stages::create_qp::create_queues;
-use crate::stages::rdma_cm::{
-    accept, cm_create_qp, cm_verbs, connect, disconnect, listen, ping_client, ping_server, resolve, rping_conn_param,
-    rping_qp, PingOptions, RpingCb, RPING_ACCESS,
-};
+use crate::stages::rdma_cm::{accept, cm_create_qp, cm_verbs, connect, disconnect, listen, resolve, rping_conn_param};
 use crate::verbs::{ibv_access_flags, rdma_conn_param, IBV_ACCESS_REMOTE_READ};
 
 /// The cases of `10_rdma_cm --break`.
@@ -55,7 +53,7 @@ pub static CASES: [Case<RpingArgs>; 4] = [
                remote access error NAK: the reader's READ completes in error, and its QP, like\n\
                the target's, goes to the error state",
         code: "src/breakit/rdma_cm.rs: the start buffer's access lacks REMOTE_READ; the correct\n\
-               flags are in steps/10_rdma_cm.rs (start_access)",
+               flags are src/rping/mod.rs RPING_ACCESS, which steps/10_rdma_cm.rs passes",
         fix: "register a buffer a peer reads with IBV_ACCESS_REMOTE_READ",
         run: start_without_remote_read,
     },
