@@ -36,7 +36,7 @@
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
 //! * [`link`] — what sysfs says about the link under the port (interface state, the
 //!   device's counters), read to explain a failure by what happened.
-//! * [`cm`] — the connection manager's events outside the verbs (stage 10): waiting for
+//! * [`rdma_cm`] — the connection manager's events outside the verbs (stage 10): waiting for
 //!   one with a deadline, tracing it, explaining a reject or a failed resolution.
 //! * [`rping`] — rping on top of the stages (step 10): its buffers and its ping loop;
 //!   [`rping::info`], a leaf, its 16-byte buffer message and its ping data, byte for byte.
@@ -57,11 +57,11 @@
 
 pub mod breakit;
 pub mod cli;
-pub mod cm;
 pub mod error;
 pub mod exchange;
 pub mod link;
 pub mod poll;
+pub mod rdma_cm;
 pub mod role;
 pub mod rping;
 pub mod stages;

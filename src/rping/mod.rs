@@ -15,19 +15,19 @@ use std::ffi::CStr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::cm::{trace_event, unexpected, Endpoint};
 use crate::error::{Error, Result};
 use crate::poll::{
     check_wcs, trace_wc, wait_spinning,
     Awaited::{Recv, Send},
     Backoff,
 };
+use crate::rdma_cm::{trace_event, unexpected, Endpoint};
 use crate::stages::create_qp::{QpOptions, Queues};
 use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::stages::rdma_cm::{read_source, write_sink};
 use crate::stages::reg_mr::reg_mr;
 use crate::trace::{self, Hex64, Key};
-use crate::verbs::cm::sys::RDMA_CM_EVENT_DISCONNECTED;
+use crate::verbs::rdma_cm::sys::RDMA_CM_EVENT_DISCONNECTED;
 use crate::verbs::{
     self, ibv_access_flags, ibv_wc, CmEvent, Mr, Pd, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ,
     IBV_ACCESS_REMOTE_WRITE, IBV_SEND_SIGNALED,

@@ -35,15 +35,15 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::cm::{await_event, explain_bind, explain_route, trace_state, Endpoint};
 use crate::error::{Error, Result};
 use crate::poll::{wait_spinning, Awaited::Send};
+use crate::rdma_cm::{await_event, explain_bind, explain_route, trace_state, Endpoint};
 use crate::rping::info::RpingInfo;
 use crate::stages::create_qp::{Queues, INIT_MASK};
 use crate::stages::modify_qp_rtr::RTR_MASK;
 use crate::stages::modify_qp_rts::RTS_MASK;
 use crate::trace::{self, Hex64, Key};
-use crate::verbs::cm::sys::{
+use crate::verbs::rdma_cm::sys::{
     RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_CONNECT_REQUEST, RDMA_CM_EVENT_DISCONNECTED, RDMA_CM_EVENT_ESTABLISHED,
     RDMA_CM_EVENT_ROUTE_RESOLVED,
 };
