@@ -53,7 +53,8 @@
 //! (`type Args`), their break cases (`const CASES`) and what they do (`const ABOUT`), parse
 //! with [`step::Cli`], then call the stages in order, one call per stage (from 06 on,
 //! stages 05 and 06 are one call, [`stages::modify_qp_rts::connect`]), with the new stage
-//! marked `// ANCHOR: new`.
+//! marked `// ANCHOR: new`. Step 10 calls stage 10 where 01 and 05–06 were, stages 02 and
+//! 04 on the CM's device, and rping's loop where 07–09 were.
 
 pub mod breakit;
 pub mod cli;
