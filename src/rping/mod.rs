@@ -3,7 +3,8 @@
 //! buffers (`rping_setup_buffers`), its wire format ([`info`]) and its ping loop
 //! (`rping_test_client`, `rping_test_server`). Step 10 speaks its protocol, so either side
 //! may be `rping`. The connection itself, and the READ, are stage 10's
-//! ([`crate::stages::rdma_cm`]); the SENDs and the receive are stage 07's.
+//! ([`crate::stages::rdma_cm`]); the SENDs and the receive are stage 07's, with its wr_ids,
+//! so that a wr_id means the same in every step's trace.
 //!
 //! **The ping.** Each iteration: the client SENDs `{addr, rkey, size}` of its source buffer
 //! (16 bytes, big-endian: [`RpingInfo`]); the server RDMA READs that buffer and SENDs a
@@ -47,9 +48,6 @@ pub const RPING_SQ_DEPTH: u32 = 16;
 pub const RPING_ACCESS: ibv_access_flags =
     ibv_access_flags(IBV_ACCESS_LOCAL_WRITE.0 | IBV_ACCESS_REMOTE_READ.0 | IBV_ACCESS_REMOTE_WRITE.0);
 
-// The SENDs of an [`RpingInfo`] or a "go ahead" and the one receive rping keeps posted are
-// stage 07's, with its wr_ids: a wr_id means the same in every step's trace.
-
 /// rping's control block (`struct rping_cb`) without the CM: stage 04's queues and rping's
 /// four buffers. The queues come first, so the QP is destroyed before the buffers are
 /// deregistered, as stage 04's steps do.
@@ -74,6 +72,7 @@ pub fn rping_qp() -> QpOptions {
         rx_depth: 2,
         tx_depth: RPING_SQ_DEPTH,
         cqe: RPING_SQ_DEPTH * 2,
+        // Its messages. Only create_qp reads this (to send inline); rping never does.
         size: RpingInfo::LEN as u32,
         use_event: false,
         access: ibv_access_flags(0),
