@@ -110,7 +110,8 @@ pub fn cm_verbs(ep: &Endpoint) -> Result<Rc<Context>> {
     let ctx = Context::of_cm_id(&ep.id)?;
     let port_num = ep.id.port_num();
     trace::event("cm_id->verbs").kv("id", ep.id.name()).kv("device", ctx.name()).kv("port_num", port_num).emit();
-    // Not a verb (src/link.rs): the CM names our GID, the link its index.
+    // Not a verb (src/link.rs). The CM gives our GID, not its index, which is what names
+    // the port's interface in sysfs: the index is looked up there.
     crate::link::watch(ctx.name(), port_num, crate::link::gid_index(ctx.name(), port_num, ep.id.sgid()));
     Ok(ctx)
 }
