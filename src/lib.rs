@@ -36,9 +36,10 @@
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
 //! * [`link`] — what sysfs says about the link under the port (interface state, the
 //!   device's counters), read to explain a failure by what happened.
-//! * [`cm`] — the connection manager's events outside the verbs (stage 10): waiting for
+//! * [`rdma_cm`] — the connection manager's events outside the verbs (stage 10): waiting for
 //!   one with a deadline, tracing it, explaining a reject or a failed resolution.
-//! * [`rping`] — rping's 16-byte buffer message and its ping data, byte for byte. A leaf.
+//! * [`rping`] — rping on top of the stages (step 10): its buffers and its ping loop;
+//!   [`rping::info`], a leaf, its 16-byte buffer message and its ping data, byte for byte.
 //! * [`poll`] — polling a CQ outside the timed loop: waiting for given completions with a
 //!   deadline, explaining a failed one, tracing one.
 //! * [`role`] — server or client: which program of a run this process is. A leaf.
@@ -52,15 +53,16 @@
 //! (`type Args`), their break cases (`const CASES`) and what they do (`const ABOUT`), parse
 //! with [`step::Cli`], then call the stages in order, one call per stage (from 06 on,
 //! stages 05 and 06 are one call, [`stages::modify_qp_rts::connect`]), with the new stage
-//! marked `// ANCHOR: new`.
+//! marked `// ANCHOR: new`. Step 10 calls stage 10 where 01 and 05–06 were, stages 02 and
+//! 04 on the CM's device, and rping's loop where 07–09 were.
 
 pub mod breakit;
 pub mod cli;
-pub mod cm;
 pub mod error;
 pub mod exchange;
 pub mod link;
 pub mod poll;
+pub mod rdma_cm;
 pub mod role;
 pub mod rping;
 pub mod stages;

@@ -12,12 +12,11 @@ use super::Case;
 use crate::cli::RpingArgs;
 use crate::error::Result;
 use crate::role::Role;
-use crate::stages::rdma_cm::{
-    accept, connect, disconnect, listen, ping_client, ping_server, resolve, rping_conn_param, setup_qp, PingOptions,
-};
-use crate::verbs::{
-    ibv_access_flags, rdma_conn_param, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE,
-};
+use crate::rping::{ping_client, ping_server, rping_qp, PingOptions, RpingCb, RPING_ACCESS};
+use crate::stages::alloc_pd::alloc_pd;
+use crate::stages::create_qp::create_queues;
+use crate::stages::rdma_cm::{accept, cm_create_qp, cm_verbs, connect, disconnect, listen, resolve, rping_conn_param};
+use crate::verbs::{ibv_access_flags, rdma_conn_param, IBV_ACCESS_REMOTE_READ};
 
 /// The cases of `10_rdma_cm --break`.
 pub static CASES: [Case<RpingArgs>; 4] = [
@@ -54,7 +53,7 @@ pub static CASES: [Case<RpingArgs>; 4] = [
                remote access error NAK: the reader's READ completes in error, and its QP, like\n\
                the target's, goes to the error state",
         code: "src/breakit/rdma_cm.rs: the start buffer's access lacks REMOTE_READ; the correct\n\
-               flags are in steps/10_rdma_cm.rs (start_access)",
+               flags are src/rping/mod.rs RPING_ACCESS, which steps/10_rdma_cm.rs passes",
         fix: "register a buffer a peer reads with IBV_ACCESS_REMOTE_READ",
         run: start_without_remote_read,
     },
@@ -85,39 +84,53 @@ fn rping(args: &RpingArgs, addr: SocketAddr, start_access: ibv_access_flags, par
         validate: args.validate,
         timeout: args.timeout,
     };
-    let ep = if args.server { listen(addr, args.timeout)? } else { resolve(addr, args.timeout)? };
-    let mut conn = setup_qp(&ep, args.size, (!args.server).then_some(start_access))?;
-    if args.server {
-        accept(&ep, &conn, args.timeout)?;
-        ping_server(&ep, &mut conn, opts)?;
-    } else {
-        connect(&ep, &conn, &param, args.timeout)?;
-        ping_client(&mut conn, opts)?;
+    let role = args.role();
+    let ep = match role {
+        Role::Server => listen(addr, args.timeout)?,
+        Role::Client => resolve(addr, args.timeout)?,
+    };
+    let ctx = cm_verbs(&ep)?;
+    let pd = alloc_pd(&ctx)?;
+    let q = create_queues(&ctx, &pd, rping_qp(), cm_create_qp(&ep.id))?;
+    let mut cb = RpingCb::setup(q, &pd, args.size, (role == Role::Client).then_some(start_access))?;
+    match role {
+        Role::Server => {
+            accept(&ep, &cb.q.qp, args.timeout)?;
+            ping_server(&ep, &mut cb, opts)?;
+        }
+        Role::Client => {
+            connect(&ep, &cb.q.qp, &param, args.timeout)?;
+            ping_client(&mut cb, opts)?;
+        }
     }
-    disconnect(&ep, &conn, !args.server, args.timeout)
+    disconnect(&ep, &cb.q.qp, role == Role::Client, args.timeout)
 }
 
-fn rping_access() -> ibv_access_flags {
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE
+/// The address to bind (server: `-a` and `-p`, as the step does) or to connect to (client:
+/// what `client` makes of them, the mistake).
+fn addr_for(args: &RpingArgs, client: impl FnOnce(SocketAddr) -> SocketAddr) -> Result<SocketAddr> {
+    let addr = args.sockaddr()?;
+    Ok(match args.role() {
+        Role::Server => addr,
+        Role::Client => client(addr),
+    })
 }
 
 fn loopback_address(args: &RpingArgs) -> Result<()> {
-    let addr = args.sockaddr()?;
-    let client_addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port());
-    rping(args, if args.server { addr } else { client_addr }, rping_access(), rping_conn_param())
+    let addr = addr_for(args, |a| SocketAddr::new(Ipv4Addr::LOCALHOST.into(), a.port()))?;
+    rping(args, addr, RPING_ACCESS, rping_conn_param())
 }
 
 fn no_listener(args: &RpingArgs) -> Result<()> {
-    let addr = args.sockaddr()?;
-    let client_addr = SocketAddr::new(addr.ip(), addr.port().wrapping_add(1));
-    rping(args, if args.server { addr } else { client_addr }, rping_access(), rping_conn_param())
+    let addr = addr_for(args, |a| SocketAddr::new(a.ip(), a.port().wrapping_add(1)))?;
+    rping(args, addr, RPING_ACCESS, rping_conn_param())
 }
 
 fn start_without_remote_read(args: &RpingArgs) -> Result<()> {
-    rping(args, args.sockaddr()?, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, rping_conn_param())
+    rping(args, args.sockaddr()?, ibv_access_flags(RPING_ACCESS.0 & !IBV_ACCESS_REMOTE_READ.0), rping_conn_param())
 }
 
 fn no_responder_resources(args: &RpingArgs) -> Result<()> {
     let param = rdma_conn_param { responder_resources: 0, initiator_depth: 0, ..rping_conn_param() };
-    rping(args, args.sockaddr()?, rping_access(), param)
+    rping(args, args.sockaddr()?, RPING_ACCESS, param)
 }

@@ -822,7 +822,7 @@ fn c_anchors() -> BTreeMap<String, CAnchor> {
 #[test]
 fn every_c_anchor_holds_the_header_prototype_and_its_call() {
     // Verbs are declared in libibverbs' header, the connection manager's functions (step 10,
-    // `src/verbs/cm.rs`, called through its `sys` module) in librdmacm's.
+    // `src/verbs/rdma_cm.rs`, called through its `sys` module) in librdmacm's.
     let header = |path: &str| {
         fold_ws(
             &fs::read_to_string(path)
