@@ -113,6 +113,13 @@ impl Device {
                 .to_string();
             let addr = command_text("ip", &["-4", "-o", "addr", "show", "dev", &netdev, "scope", "global"]);
             text += &format!("--- ip -4 -o addr show dev {netdev} scope global\n{addr}");
+            // ibv_devinfo -v lists no GID for it (rdma-core's ibv_devinfo prints the GID
+            // table for IB and RoCE ports only): read its one GID from sysfs, as the
+            // verbs report it (ibv_query_gid, type IB).
+            let sysfs = format!("/sys/class/infiniband/{name}/ports/{port}/gids/0");
+            let gid = std::fs::read_to_string(&sysfs).unwrap_or_else(|e| panic!("{sysfs}: {e}"));
+            let gid: std::net::Ipv6Addr = gid.trim().parse().unwrap_or_else(|_| panic!("{sysfs}: not a GID: {gid}"));
+            text += &format!("--- {sysfs}\nGID[  0]:\t\t{gid}\n");
         }
         Device::parse(&text)
     }
@@ -131,7 +138,10 @@ impl Device {
             let rest = &rest[rest.find('\n').map_or(rest.len(), |i| i + 1)..];
             rest[..rest.find("\n--- ").map_or(rest.len(), |i| i + 1)].to_string()
         };
-        let (info, gids) = parse_devinfo(&section("--- ibv_devinfo -v"));
+        let (info, mut gids) = parse_devinfo(&section("--- ibv_devinfo -v"));
+        if text.contains("--- /sys/class/infiniband/") {
+            gids.extend(parse_devinfo(&section("--- /sys/class/infiniband/")).1);
+        }
         // `2: eth0    inet 192.0.2.1/24 brd …`: the first global IPv4 address.
         let netdev_addr = text.contains("--- ip -4 -o addr").then(|| {
             let addr = section("--- ip -4 -o addr");
@@ -180,11 +190,11 @@ impl Device {
         })
     }
 
-    /// A GID index inside the table with no GID behind it: the first empty entry.
+    /// A GID index with no GID behind it: the first empty entry of the table, or, in a
+    /// table with none (siw's holds one GID and nothing else), the first index past it.
     pub fn empty_gid_index(&self) -> u32 {
-        (0..self.number("gid_tbl_len") as u32)
-            .find(|i| self.gids.iter().all(|(g, _, _)| g != i))
-            .expect("a GID table with an empty entry")
+        let len = self.number("gid_tbl_len") as u32;
+        (0..len).find(|i| self.gids.iter().all(|(g, _, _)| g != i)).unwrap_or(len)
     }
 
     /// The length of the port's GID table (`gid_tbl_len`), empty entries included.
