@@ -236,7 +236,7 @@ impl Qp {
     }
 
     /// Whether the QP's device is an iWARP one (`ibv_device.transport_type`).
-    fn is_iwarp(&self) -> bool {
+    pub fn is_iwarp(&self) -> bool {
         // SAFETY: raw is live, and so are its context and the context's device, which the
         // library keeps for as long as the context is open (the QP holds the context).
         let transport = unsafe { (*(*self.raw.as_ref().context).device).transport_type };
