@@ -2,16 +2,18 @@
 
 use std::process::ExitCode;
 
-use xtask::{bench, book, exercise};
+use xtask::{bench, book, exercise, run};
 
 const USAGE: &str =
-    "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask book [--check] | cargo xtask exercise …";
+    "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask book [--check] | cargo xtask exercise … | \
+     cargo xtask run NN [--peer ours|c|rping] [--wrap CMD] … [-- FLAGS…]";
 
 fn main() -> ExitCode {
     let owned: Vec<String> = std::env::args().skip(1).collect();
     match owned.first().map(String::as_str) {
         Some("exercise") => return exercise::main(&owned[1..]),
         Some("book") => return book::main(&owned[1..]),
+        Some("run") => return run::main(&owned[1..]),
         _ => {}
     }
     let args: Vec<&str> = owned.iter().map(String::as_str).collect();
