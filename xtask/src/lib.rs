@@ -10,6 +10,10 @@
 //!                                     grading it on the device (see exercise/)
 //! cargo xtask run NN [--peer …] …     step NN in its roles on the device: the server,
 //!                                     then its client (testkit's runner; see run.rs)
+//! cargo xtask new-step NN_name alone|pair|cm [--base NN]
+//!                                     add a step: everything steps/list.txt implies, as a
+//!                                     skeleton (`--remove NN_name` takes it out; see
+//!                                     new_step.rs and CONTRIBUTING.md)
 //! ```
 //!
 //! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what
@@ -20,4 +24,5 @@
 pub mod bench;
 pub mod book;
 pub mod exercise;
+pub mod new_step;
 pub mod run;
