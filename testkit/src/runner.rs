@@ -71,7 +71,7 @@ impl Player {
 }
 
 /// The device's flags as a run passes them (`-d`, `-i`, `-g`): testkit's [`device`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceFlags {
     pub name: String,
     pub port: u8,
@@ -324,8 +324,14 @@ impl Run {
 
     /// [`Run::run`], or why it cannot start.
     pub fn try_run(&self) -> Result<Vec<Ran>, String> {
-        let dev = device();
-        let dev = DeviceFlags { name: dev.name.clone(), port: dev.port, gid_index: dev.gid_index };
+        // The device is asked only when its flags are passed (rdma_cm's address asks it too).
+        let dev = match self.device && self.step.roles != Roles::Cm {
+            true => {
+                let dev = device();
+                DeviceFlags { name: dev.name.clone(), port: dev.port, gid_index: dev.gid_index }
+            }
+            false => DeviceFlags::default(),
+        };
         let at =
             if self.step.roles == Roles::Alone { Meeting { port: 0, addr: String::new() } } else { self.meeting() };
         let mut commands = Vec::new();
@@ -608,6 +614,60 @@ mod tests {
         run.device = false;
         let client = run.command(Some(Role::Client), &dev(), &at()).unwrap();
         assert_eq!(client, words("valgrind --log-file=/t/client.log env X=1 /b/06 -p 21000 127.0.0.1"));
+    }
+
+    /// A stand-in for a pair step without a device: python3 (a wrapper, so the program
+    /// and its arguments are its argv) listening on `-p` or, with a host, connecting once
+    /// — refused if the runner started it too early, as the C client is. The last `-p` counts.
+    const FAKE: &str = "import socket, sys; a = sys.argv; p = int(a[max(i for i, x in enumerate(a) if x == '-p') + 1])
+if a[-1] == '127.0.0.1':
+    c = socket.create_connection(('127.0.0.1', p)); c.sendall(b'ping'); print('client sent ping')
+else:
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(('0.0.0.0', p)); s.listen(1); c, _ = s.accept()
+    print('server got', c.recv(4).decode())
+";
+
+    fn fake(step: &str) -> Run {
+        let mut run = Run::new(listed(step)).ours("fake");
+        run.device = false;
+        run.wrap = vec!["python3".into(), "-c".into(), FAKE.into()];
+        run
+    }
+
+    #[test]
+    fn the_client_starts_once_the_server_listens_and_both_outputs_come_back() {
+        let ran = fake("08_poll_cq").run();
+        assert_eq!(ran.iter().map(Ran::label).collect::<Vec<_>>(), ["server", "client"]);
+        assert!(ran.iter().all(Ran::ok), "{}\n{}", ran[0].report(), ran[1].report());
+        assert_eq!(String::from_utf8_lossy(&ran[0].stdout), "server got ping\n");
+        assert_eq!(String::from_utf8_lossy(&ran[1].stdout), "client sent ping\n");
+    }
+
+    #[test]
+    fn what_outlives_the_run_s_time_is_killed() {
+        let mut run = fake("08_poll_cq");
+        // The server listens and waits for a client that connects to another port.
+        run.client_flags = vec!["-p".into(), "1".into()];
+        run.timeout = Duration::from_secs(2);
+        let started = Instant::now();
+        let ran = run.run();
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        assert!(ran[0].status.is_none() && !ran[1].ok(), "{}\n{}", ran[0].report(), ran[1].report());
+        assert_eq!(ran[0].status_text(), "killed");
+    }
+
+    #[test]
+    fn a_failure_of_the_watched_role_cuts_the_other_short() {
+        // The client fails at once (nothing listens on port 1); the server, which would
+        // wait for ever, gets the second after_failure gives it.
+        let mut run = fake("08_poll_cq");
+        run.client_flags = vec!["-p".into(), "1".into()];
+        run.after_failure = Some((Some(Role::Client), Duration::from_secs(1)));
+        let started = Instant::now();
+        let ran = run.run();
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        assert!(ran[0].status.is_none() && !ran[1].ok(), "{}\n{}", ran[0].report(), ran[1].report());
     }
 
     #[test]
