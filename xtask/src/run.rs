@@ -114,6 +114,7 @@ fn labelled(ran: &Ran) -> String {
 }
 
 fn write_out(dir: &Path, ran: &Ran) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let write = |name: String, bytes: &[u8]| {
         std::fs::write(dir.join(&name), bytes).map_err(|e| format!("{}: {e}", dir.join(name).display()))
     };
