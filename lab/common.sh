@@ -90,6 +90,16 @@ lab_steps() {
     if [ ${#LAB_STEPS[@]} = 0 ]; then echo "lab: $list lists no step" >&2; return 1; fi
 }
 
+# lab_xtask: the built tooling, target/debug/xtask, whose `xtask run NN` runs a step in its
+# roles (testkit's runner: the server first, the client once the server listens; no script
+# starts a pair itself). Built with cargo when it is not there; lab/test's host half builds
+# it before the lab VM's (its no-device tests run `cargo xtask book --check`). Sets LAB_XTASK.
+lab_xtask() {
+    LAB_XTASK=$(dirname "${BASH_SOURCE[0]}")/../target/debug/xtask
+    [ -x "$LAB_XTASK" ] && return 0
+    (cd "$(dirname "${BASH_SOURCE[0]}")/.." && cargo build --quiet --locked --package xtask)
+}
+
 # The IPv4 address behind GID index $2 of device $1 (port 1): the RoCE v2 GID of an IPv4
 # address is ::ffff:a.b.c.d, and rdma_cm (step 10, rping) takes that address as -a.
 lab_cm_addr() {
