@@ -525,9 +525,9 @@ mod tests {
     #[test]
     fn a_new_step_is_the_next_number_and_builds_on_a_step_that_runs_alike() {
         let next = format!("{:02}", testkit::steps().len() + 1);
-        let new = planned(&format!("{next}_example"), "alone", None).unwrap();
-        assert_eq!((new.base.roles, new.stage()), (Roles::Alone, "example"));
-        assert!(list_line(&new).starts_with(&format!("{next}_example        alone  ")), "{}", list_line(&new));
+        let new = planned(&format!("{next}_probe"), "alone", None).unwrap();
+        assert_eq!((new.base.roles, new.stage()), (Roles::Alone, "probe"));
+        assert!(list_line(&new).starts_with(&format!("{next}_probe          alone")), "{}", list_line(&new));
         assert!(planned("99_example", "alone", None).err().unwrap().contains("the next step is"));
         assert!(planned(&format!("{next}_reg_mr"), "alone", None).err().unwrap().contains("already called reg_mr"));
         assert!(planned(&format!("{next}_x"), "pair", Some("01")).err().unwrap().contains("runs as alone, not pair"));
@@ -537,15 +537,15 @@ mod tests {
     #[test]
     fn the_step_file_is_its_base_s_with_the_new_stage_marked_new() {
         let next = format!("{:02}", testkit::steps().len() + 1);
-        let new = planned(&format!("{next}_example"), "alone", Some("03")).unwrap();
+        let new = planned(&format!("{next}_probe"), "alone", Some("03")).unwrap();
         let base = "//! Step 03: register.\n//!\n//! New: stage 03, [`x`].\n\nuse rdma_dissect::a;\n\
                     const CASES: &[Case<Args>] = &breakit::reg_mr::CASES;\nconst ABOUT: &str = \"Step 03\";\n\
                     fn main() {\n    // ANCHOR: new\n    reg_mr()?;\n    // ANCHOR_END: new\n    Ok(())\n}\n";
         let text = step_file(&new, base).unwrap();
-        assert!(text.starts_with(&format!("//! Step {next}: example. TODO")), "{text}");
-        assert!(text.contains("use rdma_dissect::a;\nuse rdma_dissect::stages::example::example;\n"), "{text}");
+        assert!(text.starts_with(&format!("//! Step {next}: probe. TODO")), "{text}");
+        assert!(text.contains("use rdma_dissect::a;\nuse rdma_dissect::stages::probe::probe;\n"), "{text}");
         assert!(text.contains("const CASES: &[Case<Args>] = &[];\n"), "{text}");
-        let end = "    reg_mr()?;\n    // ANCHOR: new\n    example()?;\n    // ANCHOR_END: new\n    Ok(())";
+        let end = "    reg_mr()?;\n    // ANCHOR: new\n    probe()?;\n    // ANCHOR_END: new\n    Ok(())";
         assert!(text.contains(end), "{text}");
         assert_eq!(text.matches("ANCHOR: new").count(), 1, "{text}");
     }
