@@ -255,7 +255,9 @@ impl Run {
             None => (&[], &[]),
         };
         cmd.extend(role_wrap.iter().map(|w| w.replace("{role}", label)));
-        if player.outlasts(&self.step) {
+        // A C tool the run may stop (see `outlasts`, `after_failure`) runs line-buffered:
+        // its stdout is a pipe, so stdio would keep what it printed until it exits.
+        if player.outlasts(&self.step) || (*player == Player::C && self.after_failure.is_some()) {
             cmd.extend(["stdbuf".to_string(), "-oL".into()]);
         }
         cmd.push(program.clone());
@@ -593,6 +595,13 @@ mod tests {
             .unwrap()
             .starts_with(&words("stdbuf -oL ibv_rc_pingpong")));
         assert!(!Player::C.outlasts(&listed("08_poll_cq")));
+        let mut run = Run::new(listed("08_poll_cq")).server(Player::C);
+        assert!(run.command(Some(Role::Server), &dev(), &at()).unwrap().starts_with(&words("ibv_rc_pingpong")));
+        run.after_failure = Some((Some(Role::Client), Duration::from_secs(1)));
+        assert!(run
+            .command(Some(Role::Server), &dev(), &at())
+            .unwrap()
+            .starts_with(&words("stdbuf -oL ibv_rc_pingpong")));
         assert!(printed_the_peer(b"  local address: x\n  remote address: y\n"));
         assert!(!printed_the_peer(b"  remote address: y"));
     }
