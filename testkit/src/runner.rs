@@ -326,6 +326,9 @@ impl Run {
 
     /// [`Run::run`], or why it cannot start.
     pub fn try_run(&self) -> Result<Vec<Ran>, String> {
+        for &role in self.step.roles.roles() {
+            self.player(role).program(&self.step)?;
+        }
         // The device is asked only when its flags are passed (rdma_cm's address asks it too).
         let dev = match self.device && self.step.roles != Roles::Cm {
             true => {
