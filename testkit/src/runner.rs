@@ -73,8 +73,11 @@ impl Player {
 /// The device's flags as a run passes them (`-d`, `-i`, `-g`): testkit's [`device`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceFlags {
+    /// `-d`.
     pub name: String,
+    /// `-i`.
     pub port: u8,
+    /// `-g` (perftest's `-x`).
     pub gid_index: u32,
 }
 
@@ -82,13 +85,16 @@ pub struct DeviceFlags {
 /// the device's IPv4 address (`-a`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meeting {
+    /// `-p`.
     pub port: u16,
+    /// The pair's client's host argument; the `cm` server's and client's `-a`.
     pub addr: String,
 }
 
 /// One run of a step: who plays each role, with which flags, under which wrapper.
 #[derive(Debug, Clone)]
 pub struct Run {
+    /// The step, as `steps/list.txt` lists it: its roles say how it runs.
     pub step: Step,
     /// Who plays the server (and, for an `alone` step, the one process).
     pub server: Player,
@@ -96,15 +102,18 @@ pub struct Run {
     pub client: Player,
     /// Flags every process gets, after the ones the runner gives (device, port, role).
     pub flags: Vec<String>,
-    /// Flags only the server gets, then only the client.
+    /// Flags only the server gets.
     pub server_flags: Vec<String>,
+    /// Flags only the client gets.
     pub client_flags: Vec<String>,
     /// Flags only our programs get (`--timeout`, `--break`): the C tools do not know them.
     pub ours_flags: Vec<String>,
-    /// A command every process runs under (`valgrind …`, `env LD_PRELOAD=…`), then one for
-    /// the server's or the client's only; `{role}` in a word is the role's label.
+    /// A command every process runs under (`valgrind …`, `env LD_PRELOAD=…`); `{role}` in
+    /// a word is the role's label (`server`, `client`, `alone`).
     pub wrap: Vec<String>,
+    /// A command the server runs under, inside [`Run::wrap`].
     pub server_wrap: Vec<String>,
+    /// A command the client runs under, inside [`Run::wrap`].
     pub client_wrap: Vec<String>,
     /// Pass the device's `-d -i -g` (`alone` and `pair`; rdma_cm finds the device by `-a`).
     pub device: bool,
@@ -123,13 +132,16 @@ pub struct Run {
 pub struct Ran {
     /// Its role: `None` for the one process of an `alone` step.
     pub role: Option<Role>,
+    /// Who played it.
     pub player: Player,
     /// What was run: wrapper, program, arguments.
     pub command: Vec<String>,
     /// None when it was killed: it did not finish in time, or it was stopped (a C tool
     /// that outlasts the step, [`Run::after_failure`]).
     pub status: Option<ExitStatus>,
+    /// Everything it printed on stdout.
     pub stdout: Vec<u8>,
+    /// Everything it printed on stderr.
     pub stderr: Vec<u8>,
 }
 
