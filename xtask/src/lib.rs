@@ -13,7 +13,7 @@
 //! cargo xtask new-step NN_name alone|pair|cm [--base NN]
 //!                                     add a step: everything steps/list.txt implies, as a
 //!                                     skeleton (`--remove NN_name` takes it out; see
-//!                                     new_step.rs and CONTRIBUTING.md)
+//!                                     new_step/ and CONTRIBUTING.md)
 //! ```
 //!
 //! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what

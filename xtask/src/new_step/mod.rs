@@ -7,7 +7,7 @@
 //! whose `stage` anchor holds one hole and no verb yet. So until the stage does something,
 //! the step prints exactly what its base prints, and its snapshots and the book's outputs
 //! start as copies of the base's — true, not invented; `lab/test` re-records them once the
-//! stage prints its verbs. What it writes (each part one function below):
+//! stage prints its verbs. What it writes (each text a function of `texts`):
 //!
 //! - `steps/list.txt`: its line; Cargo.toml: its `[[bin]]`;
 //! - `steps/NN_name.rs`, `src/stages/name.rs` (and `pub mod name;` in `src/stages/mod.rs`),
