@@ -132,6 +132,13 @@ impl Watch {
             let wait = if closed { wait.min(Duration::from_millis(20)) } else { wait };
             all = wake.wait_timeout(all, wait).unwrap().0;
         }
+        // What a killed process printed last may still be in its pipes: its readers get it
+        // before they see the pipes close (a second at most, should something it started
+        // hold them open).
+        let drained = Instant::now() + Duration::from_secs(1);
+        while procs.iter().any(|p| all[p.index].open > 0) && Instant::now() < drained {
+            all = wake.wait_timeout(all, Duration::from_millis(50)).unwrap().0;
+        }
     }
 }
 
