@@ -14,7 +14,8 @@
 //! the role's label (`valgrind --log-file=/tmp/{role}.log`). FLAGS after `--` go to every
 //! process. Each role's output is printed labelled (`[server] …`; an `alone` step's as it
 //! is), or with `--out DIR` written to `DIR/ROLE` (stdout, then stderr) and `DIR/ROLE.status`
-//! (the exit code, or `killed`). The exit status is 1 when a process failed.
+//! (the exit code; `stopped` for a C tool stopped once it had done its part, `killed` for
+//! what ran out of time). The exit status is 1 when a process failed.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -119,7 +120,11 @@ fn write_out(dir: &Path, ran: &Ran) -> Result<(), String> {
         std::fs::write(dir.join(&name), bytes).map_err(|e| format!("{}: {e}", dir.join(name).display()))
     };
     write(ran.label().into(), &[&ran.stdout[..], &ran.stderr[..]].concat())?;
-    let status = ran.status.and_then(|s| s.code()).map_or("killed".to_string(), |c| c.to_string());
+    let status = match ran.status.and_then(|s| s.code()) {
+        Some(code) => code.to_string(),
+        None if ran.stopped => "stopped".into(),
+        None => "killed".into(),
+    };
     write(format!("{}.status", ran.label()), format!("{status}\n").as_bytes())
 }
 

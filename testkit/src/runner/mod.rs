@@ -140,6 +140,9 @@ pub struct Ran {
     /// None when it was killed: it did not finish in time, or it was stopped (a C tool
     /// that outlasts the step, [`Run::after_failure`]).
     pub status: Option<ExitStatus>,
+    /// It was stopped once it had done its part: a C tool that outlasts the step, after
+    /// printing the peer's address.
+    pub stopped: bool,
     /// Everything it printed on stdout.
     pub stdout: Vec<u8>,
     /// Everything it printed on stderr.
@@ -152,15 +155,16 @@ impl Ran {
         self.role.map_or("alone", Role::label)
     }
 
-    /// It exited 0.
+    /// It exited 0, or was stopped once it had done its part.
     pub fn ok(&self) -> bool {
-        self.status.is_some_and(|s| s.success())
+        self.stopped || self.status.is_some_and(|s| s.success())
     }
 
-    /// `exit status N`, or `killed`.
+    /// `exit status N`, `stopped once done`, or `killed`.
     pub fn status_text(&self) -> String {
         match self.status.and_then(|s| s.code()) {
             Some(code) => format!("exit status {code}"),
+            None if self.stopped => "stopped once done".into(),
             None => "killed".into(),
         }
     }

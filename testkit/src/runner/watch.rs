@@ -39,6 +39,8 @@ pub(super) struct Proc {
     enough: Option<fn(&[u8]) -> bool>,
     /// Some once it has ended: its status, None when it was killed.
     ended: Option<Option<ExitStatus>>,
+    /// It was killed once `enough` said it had done its part.
+    stopped: bool,
 }
 
 impl Watch {
@@ -59,7 +61,18 @@ impl Watch {
         let err = child.stderr.take().expect("stderr piped");
         self.read(index, out, |c| &mut c.stdout);
         self.read(index, err, |c| &mut c.stderr);
-        Proc { role, player, command, child, index, watch: self.clone(), deadline, enough: None, ended: None }
+        Proc {
+            role,
+            player,
+            command,
+            child,
+            index,
+            watch: self.clone(),
+            deadline,
+            enough: None,
+            ended: None,
+            stopped: false,
+        }
     }
 
     /// Drains `pipe` into one of `index`'s buffers on a thread, waking the runner each time.
@@ -104,7 +117,9 @@ impl Watch {
                         continue;
                     }
                 }
-                if now >= p.deadline || p.enough.is_some_and(|enough| enough(&captured.stdout)) {
+                let done = p.enough.is_some_and(|enough| enough(&captured.stdout));
+                if now >= p.deadline || done {
+                    p.stopped = done;
                     let _ = p.child.kill();
                     let _ = p.child.wait();
                     p.ended = Some(None);
@@ -156,6 +171,7 @@ impl Proc {
             player: self.player,
             command: self.command,
             status: self.ended.flatten(),
+            stopped: self.stopped,
             stdout: captured.stdout,
             stderr: captured.stderr,
         }
