@@ -11,9 +11,8 @@
 
 use testkit as common;
 
-use common::{
-    args, book_output, device, device_args, device_lock, redact_sections, run_pair, snapshots, tcp_port, Picks,
-};
+use common::runner::Run;
+use common::{book_output, device, device_lock, redact_sections, snapshots, Picks};
 
 /// The device really is an iWARP one: everything else here rests on it.
 #[test]
@@ -35,11 +34,8 @@ fn the_device_is_iwarp() {
 fn step_08_is_refused_at_rts_and_points_at_step_10() {
     let _device = device_lock();
     let program = env!("CARGO_BIN_EXE_08_poll_cq");
-    let mut server = device_args();
-    server.extend(args(&["-p", &tcp_port().to_string(), "-n", "3", "--timeout", "5"]));
-    let mut client = server.clone();
-    client.push("127.0.0.1".into());
-    let (s, c) = run_pair(program, &server, program, &client);
+    let run = Run::new(common::step("08_poll_cq").unwrap()).ours(program).flags(&["-n", "3", "--timeout", "5"]);
+    let (s, c) = run.server_client();
     assert!(!c.status.success(), "the client connected on iWARP without the CM?");
     assert_eq!(s.status.code(), Some(1), "{s:?}");
     let err = String::from_utf8_lossy(&s.stderr).into_owned();

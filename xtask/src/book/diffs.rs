@@ -97,6 +97,7 @@ mod tests {
             pair: false,
             cm: false,
             base: base.map(Into::into),
+            roles: testkit::Roles::Alone,
         };
         let steps = [step("01_a", None), step("02_b", Some("01_a")), step("03_c", Some("01_a"))];
         let generated = generate(&root, &steps).unwrap();
