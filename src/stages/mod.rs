@@ -16,3 +16,4 @@ pub mod post_send;
 pub mod rdma_cm;
 pub mod rdma_write;
 pub mod reg_mr;
+pub mod ud_pingpong;

@@ -113,3 +113,8 @@ fn cm(bin: &str, program: &str) {
 fn step_10_rdma_cm() {
     cm("10_rdma_cm", env!("CARGO_BIN_EXE_10_rdma_cm"));
 }
+
+#[test]
+fn step_11_ud_pingpong() {
+    pair("11_ud_pingpong", env!("CARGO_BIN_EXE_11_ud_pingpong"));
+}
