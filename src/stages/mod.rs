@@ -16,4 +16,5 @@ pub mod post_send;
 pub mod rdma_cm;
 pub mod rdma_write;
 pub mod reg_mr;
+pub mod srq_pingpong;
 pub mod ud_pingpong;

@@ -252,6 +252,7 @@ fn steps_without_cases_say_so() {
         env!("CARGO_BIN_EXE_02_alloc_pd"),
         env!("CARGO_BIN_EXE_08_poll_cq"),
         env!("CARGO_BIN_EXE_11_ud_pingpong"),
+        env!("CARGO_BIN_EXE_12_srq_pingpong"),
     ] {
         let help = stdout(&run(program, &args(&["--help"])));
         assert!(help.contains("Usage:") && !help.contains("--break"), "{program} --help:\n{help}");

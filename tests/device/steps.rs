@@ -118,3 +118,8 @@ fn step_10_rdma_cm() {
 fn step_11_ud_pingpong() {
     pair("11_ud_pingpong", env!("CARGO_BIN_EXE_11_ud_pingpong"));
 }
+
+#[test]
+fn step_12_srq_pingpong() {
+    pair("12_srq_pingpong", env!("CARGO_BIN_EXE_12_srq_pingpong"));
+}
