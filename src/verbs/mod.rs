@@ -8,9 +8,9 @@
 //!
 //! One file per object family, each readable in one sitting: `device` (the device list,
 //! the context and its queries), `memory` (PD, buffer, MR), `cq` (completion channel and
-//! CQ), `qp` (the queue pair and posting), `watchdog` (a bound on a loop that may wait in
-//! a verb forever), `rdma_cm` (librdmacm: the event channel, CM ids and their events), and
-//! `names` (what the trace calls verbs things). This file re-exports their types and the
+//! CQ), `qp` (the queue pair and posting), `ah` (address handles, for UD), `watchdog` (a
+//! bound on a loop that may wait in a verb forever), `rdma_cm` (librdmacm: the event
+//! channel, CM ids and their events), and `names` (what the trace calls verbs things). This file re-exports their types and the
 //! C names, and keeps what they share: how an `int`-returning verb reports an error.
 //!
 //! # Ownership mirrors the verbs object graph
@@ -45,6 +45,7 @@ use std::io;
 
 use crate::error::{Error, Result};
 
+mod ah;
 mod cq;
 mod device;
 mod memory;
@@ -53,6 +54,7 @@ mod qp;
 pub mod rdma_cm;
 mod watchdog;
 
+pub use ah::Ah;
 pub use cq::{wc_status, wc_status_str, CompChannel, Cq};
 pub use device::{Context, DeviceList, GidEntry};
 pub use memory::{available_memory, page_size, physical_memory, AlignedBuf, Mr, Pd};
@@ -62,7 +64,7 @@ pub use watchdog::Watchdog;
 
 use ibverbs_sys as ffi;
 pub use ibverbs_sys::ibv_qp_state::{IBV_QPS_ERR, IBV_QPS_INIT, IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPS_RTS};
-pub use ibverbs_sys::ibv_qp_type::IBV_QPT_RC;
+pub use ibverbs_sys::ibv_qp_type::{IBV_QPT_RC, IBV_QPT_UD};
 pub use ibverbs_sys::ibv_wc_opcode::{
     IBV_WC_RDMA_READ, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND,
 };
@@ -82,6 +84,8 @@ pub use ibverbs_sys::ibv_send_wr__bindgen_ty_1 as ibv_send_wr_imm;
 pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2 as ibv_send_wr_wr;
 /// `wr.wr.rdma`: where an RDMA operation goes in the peer's memory (`remote_addr`, `rkey`).
 pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 as ibv_send_wr_rdma;
+/// `wr.wr.ud`: where a UD send goes (`ah`, `remote_qpn`, `remote_qkey`).
+pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 as ibv_send_wr_ud;
 
 // The C names of the flag bits. bindgen makes them associated constants of newtype
 // structs (`ibv_qp_attr_mask::IBV_QP_STATE`); re-exporting them bare lets a mask be written
@@ -115,6 +119,8 @@ pub const IBV_QP_MIN_RNR_TIMER: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_MIN_
 pub const IBV_QP_SQ_PSN: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_SQ_PSN;
 /// Incoming RDMA reads/atomics this QP will serve at once (`max_dest_rd_atomic`).
 pub const IBV_QP_MAX_DEST_RD_ATOMIC: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC;
+/// The Q_Key a UD QP accepts datagrams with (`qkey`).
+pub const IBV_QP_QKEY: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_QKEY;
 /// Capabilities (`cap`), for `ibv_query_qp`.
 pub const IBV_QP_CAP: ibv_qp_attr_mask = ibv_qp_attr_mask::IBV_QP_CAP;
 /// Remote QP number (`dest_qp_num`).

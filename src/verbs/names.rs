@@ -25,6 +25,16 @@ pub fn state_name(state: ibv_qp_state::Type) -> &'static str {
     }
 }
 
+/// `IBV_QPT_RC`, `IBV_QPT_UD`, ...: a QP's transport type by its C name.
+pub fn qp_type_name(qp_type: ibverbs_sys::ibv_qp_type::Type) -> &'static str {
+    match qp_type {
+        ibverbs_sys::ibv_qp_type::IBV_QPT_RC => "IBV_QPT_RC",
+        ibverbs_sys::ibv_qp_type::IBV_QPT_UC => "IBV_QPT_UC",
+        ibverbs_sys::ibv_qp_type::IBV_QPT_UD => "IBV_QPT_UD",
+        _ => "other",
+    }
+}
+
 /// `IBV_WC_SUCCESS`, `IBV_WC_RETRY_EXC_ERR`, ...: a work completion status by its C name
 /// (`ibv_wc_status_str` gives prose, which is harder to look up).
 pub fn wc_status_name(status: ibverbs_sys::ibv_wc_status::Type) -> &'static str {

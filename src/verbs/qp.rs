@@ -48,7 +48,7 @@ impl Qp {
         // ibv_create_qp writes back the capacities it granted, which may exceed the request.
         let got = init_attr.cap;
         trace::event("ibv_create_qp")
-            .kv("qp_type", if init_attr.qp_type == IBV_QPT_RC { "IBV_QPT_RC" } else { "other" })
+            .kv("qp_type", names::qp_type_name(init_attr.qp_type))
             .kv("cap.max_send_wr", format!("{}→{}", asked.max_send_wr, got.max_send_wr))
             .kv("cap.max_recv_wr", format!("{}→{}", asked.max_recv_wr, got.max_recv_wr))
             .kv("cap.max_send_sge", format!("{}→{}", asked.max_send_sge, got.max_send_sge))
@@ -173,6 +173,25 @@ impl Qp {
     #[inline]
     pub fn post_send(&self, wr: &mut ibv_send_wr, sg_list: &[ibv_sge], mr: &Mr) -> Result<()> {
         attach(wr, sg_list, mr, Range::Whole, "ibv_post_send", "a gather entry lies outside its MR")?;
+        self.post_attached_send(wr)
+    }
+
+    /// [`Qp::post_send`] for a UD QP: the datagram goes to `remote_qpn` at the address of
+    /// `ah`, with `remote_qkey` (which the receiving QP must have been given at INIT). The
+    /// wrapper puts the AH in `wr.wr.ud` itself, so the pointer the provider reads is a
+    /// live AH's.
+    #[inline]
+    pub fn post_send_ud(
+        &self,
+        wr: &mut ibv_send_wr,
+        sg_list: &[ibv_sge],
+        mr: &Mr,
+        ah: &Ah,
+        remote_qpn: u32,
+        remote_qkey: u32,
+    ) -> Result<()> {
+        attach(wr, sg_list, mr, Range::Whole, "ibv_post_send", "a gather entry lies outside its MR")?;
+        wr.wr = ibv_send_wr_wr { ud: ibv_send_wr_ud { ah: ah.as_ptr(), remote_qpn, remote_qkey } };
         self.post_attached_send(wr)
     }
 
