@@ -15,7 +15,7 @@ use rdma_dissect::stages::rdma_write::{
 };
 use rdma_dissect::stages::{alloc_pd::alloc_pd, open_device::open_device, reg_mr::reg_mr};
 use rdma_dissect::step::Cli;
-use rdma_dissect::verbs::{ibv_access_flags, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE};
+use rdma_dissect::verbs::{ibv_access_flags, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_QPT_RC};
 
 // The flags this step takes, the mistakes it can make on purpose with `--break`, and
 // what its `--help` says it does.
@@ -53,6 +53,7 @@ fn main() -> std::process::ExitCode {
                 size,
                 use_event: false,
                 access: remote_write,
+                qp_type: IBV_QPT_RC,
             },
         )?;
         // ANCHOR: new

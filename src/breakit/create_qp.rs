@@ -9,7 +9,7 @@ use crate::poll::trace_wc;
 use crate::stages::create_qp::QpOptions;
 use crate::stages::post_send::{post_recv, post_send};
 use crate::trace;
-use crate::verbs::{self, ibv_access_flags, IBV_ACCESS_LOCAL_WRITE};
+use crate::verbs::{self, ibv_access_flags, IBV_ACCESS_LOCAL_WRITE, IBV_QPT_RC};
 
 /// Messages sent to ourselves: each one completes twice (its send and its receive).
 const MESSAGES: u32 = 4;
@@ -43,6 +43,7 @@ fn cq_too_small(args: &QpArgs) -> Result<()> {
         size: SIZE,
         use_event: false,
         access: ibv_access_flags(0),
+        qp_type: IBV_QPT_RC,
     };
     let s = Stack::new(&args.device, SIZE, IBV_ACCESS_LOCAL_WRITE, opts)?;
     post_recv(&s.q.qp, &s.mr, SIZE, MESSAGES)?;

@@ -15,7 +15,8 @@ use crate::stages::rdma_write::{
 };
 use crate::trace;
 use crate::verbs::{
-    ibv_access_flags, ibv_send_flags, Mr, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_SEND_SIGNALED, WC_ZERO,
+    ibv_access_flags, ibv_send_flags, Mr, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE, IBV_QPT_RC,
+    IBV_SEND_SIGNALED, WC_ZERO,
 };
 use crate::wire::RdmaDest;
 
@@ -121,8 +122,15 @@ fn flow_with(
         Role::Server => (IBV_ACCESS_LOCAL_WRITE | server_mr_access, server_qp_access),
         Role::Client => (IBV_ACCESS_LOCAL_WRITE, ibv_access_flags(0)),
     };
-    let opts =
-        QpOptions { rx_depth: 1, tx_depth: TX_DEPTH, cqe: 1 + TX_DEPTH, size, use_event: false, access: qp_access };
+    let opts = QpOptions {
+        rx_depth: 1,
+        tx_depth: TX_DEPTH,
+        cqe: 1 + TX_DEPTH,
+        size,
+        use_event: false,
+        access: qp_access,
+        qp_type: IBV_QPT_RC,
+    };
     let mut s = Stack::new(&args.device, size, mr_access, opts)?;
     if role == Role::Server {
         post_notice_recv(&s.q.qp, &s.mr)?;

@@ -31,7 +31,7 @@ use crate::trace::{self, Hex64, Key};
 use crate::verbs::rdma_cm::sys::RDMA_CM_EVENT_DISCONNECTED;
 use crate::verbs::{
     self, ibv_access_flags, ibv_wc, CmEvent, Mr, Pd, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ,
-    IBV_ACCESS_REMOTE_WRITE, IBV_SEND_SIGNALED,
+    IBV_ACCESS_REMOTE_WRITE, IBV_QPT_RC, IBV_SEND_SIGNALED,
 };
 use ibverbs_sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
 
@@ -76,6 +76,7 @@ pub fn rping_qp() -> QpOptions {
         size: RpingInfo::LEN as u32,
         use_event: false,
         access: ibv_access_flags(0),
+        qp_type: IBV_QPT_RC,
     }
 }
 

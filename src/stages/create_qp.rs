@@ -29,9 +29,10 @@ use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
     ibv_access_flags, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_send_flags, names, CompChannel,
-    Context, Cq, Pd, Qp, IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT, IBV_QP_STATE,
-    IBV_SEND_INLINE, IBV_SEND_SIGNALED,
+    Context, Cq, Pd, Qp, IBV_QPS_INIT, IBV_QPT_RC, IBV_QPT_UD, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT,
+    IBV_QP_QKEY, IBV_QP_STATE, IBV_SEND_INLINE, IBV_SEND_SIGNALED,
 };
+use ibverbs_sys::ibv_qp_type;
 
 /// What the QP is for: queue depths, message size, completion mode, remote access.
 #[derive(Debug, Clone, Copy)]
@@ -47,16 +48,37 @@ pub struct QpOptions {
     pub size: u32,
     /// Sleep on completion events (`-e`) instead of busy-polling.
     pub use_event: bool,
-    /// `qp_access_flags`: what a remote peer may do to our MRs through this QP.
+    /// `qp_access_flags`: what a remote peer may do to our MRs through this QP (RC only).
     pub access: ibv_access_flags,
+    /// The transport: `IBV_QPT_RC` (reliable, connected) for every step but 11, whose
+    /// `IBV_QPT_UD` (unreliable datagram) QP is given [`UD_QKEY`] at INIT instead of access
+    /// flags.
+    pub qp_type: ibv_qp_type::Type,
 }
 
 impl QpOptions {
     /// rc_pingpong's QP: `rx_depth` receives, one send, no remote access.
     pub fn pingpong(size: u32, rx_depth: u32, use_event: bool) -> Self {
-        QpOptions { rx_depth, tx_depth: 1, cqe: rx_depth + 1, size, use_event, access: ibv_access_flags(0) }
+        QpOptions {
+            rx_depth,
+            tx_depth: 1,
+            cqe: rx_depth + 1,
+            size,
+            use_event,
+            access: ibv_access_flags(0),
+            qp_type: IBV_QPT_RC,
+        }
+    }
+
+    /// ud_pingpong's QP: rc_pingpong's queues on an unreliable datagram QP.
+    pub fn ud_pingpong(size: u32, rx_depth: u32, use_event: bool) -> Self {
+        QpOptions { qp_type: IBV_QPT_UD, ..Self::pingpong(size, rx_depth, use_event) }
     }
 }
+
+/// The Q_Key of ud_pingpong's QPs: a UD QP takes only datagrams that carry its Q_Key
+/// (a sender puts it in each send, `wr.ud.remote_qkey`); a mismatch is dropped silently.
+pub const UD_QKEY: u32 = 0x1111_1111;
 
 /// The QP with its CQ and (with `-e`) completion channel, and the send flags chosen for it.
 pub struct Queues {
@@ -105,8 +127,8 @@ pub fn create_queues(
             max_recv_sge: 1,
             ..Default::default()
         },
-        // ANCHOR: hole_qp_type HOLE: the transport: a reliable, connected QP
-        qp_type: IBV_QPT_RC,
+        // ANCHOR: hole_qp_type HOLE: the transport the caller asked for (opts.qp_type: rc_pingpong's is a reliable, connected QP)
+        qp_type: opts.qp_type,
         // ANCHOR_END: hole_qp_type
         ..Default::default()
     };
@@ -115,7 +137,8 @@ pub fn create_queues(
     Ok(Queues { qp, cq, channel, send_flags: IBV_SEND_SIGNALED })
 }
 
-/// Creates the CQ (and completion channel) and an RC QP in `pd`, then moves it RESET→INIT.
+/// Creates the CQ (and completion channel) and a QP of `opts.qp_type` in `pd`, then moves
+/// it RESET→INIT: an RC QP with its remote access flags, a UD QP with its Q_Key.
 pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
     let q = create_queues(&dev.ctx, pd, opts, Qp::create)?;
 
@@ -143,9 +166,13 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
         // ANCHOR: hole_init_access HOLE: what remote peers may do to our memory through this QP (the caller's opts.access)
         qp_access_flags: opts.access.0,
         // ANCHOR_END: hole_init_access
+        qkey: UD_QKEY,
         ..Default::default()
     };
-    q.qp.modify(&attr, INIT_MASK)?;
+    // The mask picks which of the fields above the kernel reads: qkey for UD, the access
+    // flags for RC (each transport refuses the other's attribute at INIT).
+    let mask = if opts.qp_type == IBV_QPT_UD { UD_INIT_MASK } else { INIT_MASK };
+    q.qp.modify(&attr, mask)?;
     // ANCHOR_END: init
 
     Ok(Queues { send_flags, ..q })
@@ -164,4 +191,11 @@ pub const INIT_MASK: ibv_qp_attr_mask = ibv_qp_attr_mask(
     // ANCHOR_END: hole_init_mask
 );
 // ANCHOR_END: mask
+
+// ANCHOR: ud_mask
+/// RESET→INIT for a UD QP (ud_pingpong's `pp_init_ctx`): a datagram QP grants no remote
+/// access to memory, so instead of access flags it takes the Q_Key it accepts.
+pub const UD_INIT_MASK: ibv_qp_attr_mask =
+    ibv_qp_attr_mask(IBV_QP_STATE.0 | IBV_QP_PKEY_INDEX.0 | IBV_QP_PORT.0 | IBV_QP_QKEY.0);
+// ANCHOR_END: ud_mask
 // ANCHOR_END: stage
