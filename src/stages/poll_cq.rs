@@ -76,11 +76,46 @@ pub struct Stats {
     pub iters: u32,
 }
 
+/// How the loop posts its work requests: what differs between a connected QP's ping-pong
+/// and a datagram QP's (step 11's `Datagrams`), so the loop itself is written once.
+pub trait Post {
+    /// Posts `n` receives for messages of `size` bytes (`pp_post_recv`).
+    fn recv(&self, q: &Queues, mr: &Mr, size: u32, n: u32) -> Result<()>;
+    /// Posts one SEND of `size` bytes (`pp_post_send`).
+    fn send(&self, q: &Queues, mr: &Mr, size: u32) -> Result<()>;
+    /// What the transport tells a side whose peer went silent: the end of the watchdog's
+    /// explanation when no completion comes.
+    fn silence(&self) -> &'static str {
+        ".\nRC gives a receiver no signal for that: a posted receive just never completes. Only \
+         a side with a SEND outstanding learns of it, when the peer stops acknowledging and the \
+         retries run out (IBV_WC_RETRY_EXC_ERR) — and on Soft-RoCE (rxe), where retry_cnt 7 \
+         means \"retry forever\", not even then"
+    }
+}
+
+/// rc_pingpong's posts on a connected (RC) QP: stage 07's `post_recv` and `post_send` of
+/// the buffer's first `size` bytes. The QP knows its one peer, so a SEND names nobody.
+pub struct Connected;
+
+impl Post for Connected {
+    fn recv(&self, q: &Queues, mr: &Mr, size: u32, n: u32) -> Result<()> {
+        post_recv(&q.qp, mr, size, n)
+    }
+    fn send(&self, q: &Queues, mr: &Mr, size: u32) -> Result<()> {
+        post_send(&q.qp, mr, size, q.send_flags)
+    }
+}
+
 // ANCHOR: prepare
 /// Before the exchange: post `rx_depth` receives and, with `-e`, arm the CQ.
 pub fn prepare(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
+    prepare_with(q, mr, opts, &Connected)
+}
+
+/// [`prepare`], posting the receives through `post`.
+pub fn prepare_with(q: &Queues, mr: &Mr, opts: PingpongOptions, post: &impl Post) -> Result<()> {
     // ANCHOR: hole_prepare_recv HOLE: before the exchange: fill the receive queue (-r receives of -s bytes), as pp_post_recv(ctx, ctx->rx_depth)
-    post_recv(&q.qp, mr, opts.size, opts.rx_depth)?;
+    post.recv(q, mr, opts.size, opts.rx_depth)?;
     // ANCHOR_END: hole_prepare_recv
     if q.channel.is_some() {
         // ANCHOR: hole_arm HOLE: with -e: arm the CQ so that its next completion raises an event on the channel (ibv_req_notify_cq, all completions, not only solicited)
@@ -97,6 +132,11 @@ pub fn prepare(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
 /// trace, the watchdog, the clock, and afterwards the acknowledged events and the check.
 /// Fails when no completion comes for `opts.timeout` (the peer died: see the module doc).
 pub fn pingpong(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> Result<Stats> {
+    pingpong_with(role, q, mr, opts, &Connected)
+}
+
+/// [`pingpong`], posting through `post`.
+pub fn pingpong_with(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions, post: &impl Post) -> Result<Stats> {
     let client = role == Role::Client;
     if client && opts.chk {
         mr.write(0, &pattern(mr.len()));
@@ -112,10 +152,10 @@ pub fn pingpong(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> R
     // (rxe_post_send: "utilize process context"), so a large message's first post sends
     // many of its packets before it returns.
     if client {
-        post_send(&q.qp, mr, opts.size, q.send_flags)?;
+        post.send(q, mr, opts.size)?;
     }
     let start = Instant::now();
-    let looped = exchange(client, q, mr, opts, &dog, &mut n);
+    let looped = exchange(client, q, mr, opts, post, &dog, &mut n);
     let elapsed = start.elapsed();
     drop(mute);
     let fired = dog.fired();
@@ -125,7 +165,7 @@ pub fn pingpong(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> R
         // ibv_get_cq_event's EINTR, or the empty poll that saw the flag) is its doing.
         if fired {
             let verb = if q.channel.is_some() { "ibv_get_cq_event" } else { "ibv_poll_cq" };
-            return Err(no_completion(verb, opts, n.scnt, n.rcnt));
+            return Err(no_completion(verb, opts, n.scnt, n.rcnt, post.silence()));
         }
         return Err(err);
     }
@@ -154,7 +194,15 @@ struct Counts {
 // ANCHOR: loop
 /// The loop itself, verbs only: both sides answer each receive with a send until `iters`
 /// messages went each way. The client has posted the first SEND (see `pingpong`).
-fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watchdog, n: &mut Counts) -> Result<()> {
+fn exchange(
+    client: bool,
+    q: &Queues,
+    mr: &Mr,
+    opts: PingpongOptions,
+    post: &impl Post,
+    dog: &Watchdog,
+    n: &mut Counts,
+) -> Result<()> {
     let mut routs = opts.rx_depth;
     let mut wc = [verbs::WC_ZERO; 2];
     // What this side awaits first: a receive and, on the client, its first SEND's completion.
@@ -192,7 +240,7 @@ fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watc
                     routs -= 1;
                     // ANCHOR: hole_refill HOLE: a receive was used up (routs counts those still posted): when at most one is left, post enough to have rx_depth again
                     if routs <= 1 {
-                        post_recv(&q.qp, mr, opts.size, opts.rx_depth - routs)?;
+                        post.recv(q, mr, opts.size, opts.rx_depth - routs)?;
                         routs = opts.rx_depth;
                     }
                     // ANCHOR_END: hole_refill
@@ -207,7 +255,7 @@ fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watc
             pending &= !wc.wr_id();
             // ANCHOR_END: hole_pending
             if n.scnt < opts.iters && pending == 0 {
-                post_send(&q.qp, mr, opts.size, q.send_flags)?;
+                post.send(q, mr, opts.size)?;
                 pending = PINGPONG_RECV_WRID | PINGPONG_SEND_WRID;
             }
         }
@@ -224,7 +272,7 @@ fn exchange(client: bool, q: &Queues, mr: &Mr, opts: PingpongOptions, dog: &Watc
 /// `completer_retry_err`, go up while we look), a packet of ours is going unacknowledged;
 /// if not, we were only waiting for the peer's next message. The link's state comes first
 /// when it is down.
-fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32) -> Error {
+fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32, silence: &str) -> Error {
     // Nearly four of rc_pingpong's ACK timeouts (timeout 14: 67 ms): long enough for a
     // retransmission to show, short next to the --timeout already waited.
     let retrying = crate::link::retries_during(Duration::from_millis(250));
@@ -265,12 +313,7 @@ fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32) -> Err
             why.push_str(&format!("\n{}. {cause}", i + 1));
         }
     }
-    why.push_str(
-        ".\nRC gives a receiver no signal for that: a posted receive just never completes. Only \
-         a side with a SEND outstanding learns of it, when the peer stops acknowledging and the \
-         retries run out (IBV_WC_RETRY_EXC_ERR) — and on Soft-RoCE (rxe), where retry_cnt 7 \
-         means \"retry forever\", not even then",
-    );
+    why.push_str(silence);
     Error::new(format!("waiting for a completion ({verb})")).cause(why).fix(
         "look at the peer's output for its error, then start both sides again; if the peer is \
          alive but slow (a loaded or emulated machine), raise --timeout",
