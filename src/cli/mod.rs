@@ -29,9 +29,11 @@ use crate::stages::open_device::DeviceChoice;
 use std::time::Duration;
 
 mod rping;
+mod ud;
 mod values;
 
 pub use rping::{RpingArgs, RPING_MAX_SIZE, RPING_MIN_SIZE};
+pub use ud::{UdArgs, UD_MAX_SIZE};
 
 pub use values::Mtu;
 use values::{

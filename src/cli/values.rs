@@ -74,7 +74,7 @@ impl std::str::FromStr for Mtu {
 }
 
 /// Decimal or `0x` hex, like `strtoul(s, NULL, 0)` minus octal (see the module doc).
-fn parse_number(s: &str) -> Result<u64, String> {
+pub(super) fn parse_number(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16),
