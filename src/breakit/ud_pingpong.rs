@@ -1,0 +1,175 @@
+//! Step 11's mistakes: what a datagram QP does with a message it cannot deliver. Both
+//! sides run the step with the same case; one of them makes the mistake. On UD most of
+//! them are *silent*: nothing fails, the datagram is simply gone, and both sides end on
+//! their watchdog (`--timeout`), whose message says why no completion came.
+
+use super::Case;
+use crate::cli::UdArgs;
+use crate::error::Result;
+use crate::role::Role;
+use crate::stages::create_qp::{create_qp, QpOptions, Queues, UD_QKEY};
+use crate::stages::modify_qp_rtr::{exchange_dest, local_dest};
+use crate::stages::open_device::open_device;
+use crate::stages::poll_cq::{pingpong_with, prepare_with, print_stats, PingpongOptions, Post};
+use crate::stages::post_send::post_recv;
+use crate::stages::ud_pingpong::{check_size, connect_ud, show_grh, Datagrams, GRH_LEN};
+use crate::stages::{alloc_pd::alloc_pd, reg_mr::reg_mr};
+use crate::verbs::{names, Mr, IBV_ACCESS_LOCAL_WRITE};
+
+/// The cases of `11_ud_pingpong --break`.
+pub static CASES: [Case<UdArgs>; 4] = [
+    Case {
+        name: "size-above-mtu",
+        summary: "skip the size check and send datagrams twice the port's active MTU",
+        by: Some(Role::Client),
+        rule: "a UD message is one packet, so it must fit the path MTU, the port's active MTU. The\n\
+               spec says what a device does with a larger one (C10-93.1.1): it emits no packet and\n\
+               reports no error. rxe does exactly that: the SEND completes with IBV_WC_SUCCESS\n\
+               and nothing leaves, so the server never receives and both sides wait until their\n\
+               --timeout. That is why ud_pingpong checks the size itself before it starts",
+        code: "src/breakit/ud_pingpong.rs size_above_mtu: no check_size, -s = 2 x active MTU; the\n\
+               check is check_size(&dev, size) in steps/11_ud_pingpong.rs",
+        fix: "keep -s at or below the port's active MTU (01_open_device shows it)",
+        run: size_above_mtu,
+    },
+    Case {
+        name: "no-grh-room",
+        summary: "post the server's receives without the 40 bytes of GRH room",
+        by: Some(Role::Server),
+        rule: "a UD receive gets the datagram's 40-byte GRH in front of the payload, always (an\n\
+               IPv4 header in its last 20 bytes on RoCE v2): a receive must have room for 40 +\n\
+               the message. Receives of just the message's size are 40 bytes too short, and the\n\
+               device completes the receive in error (rxe: IBV_WC_LOC_LEN_ERR, local length\n\
+               error); the client, whose datagram was sent, waits for an answer until --timeout",
+        code: "src/breakit/ud_pingpong.rs NoGrhRoom: post_recv(.., size, ..); the correct length is\n\
+               size + GRH_LEN, in Datagrams::recv (src/stages/ud_pingpong.rs)",
+        fix: "register and post size + 40 bytes for every receive, as ud_pingpong does",
+        run: no_grh_room,
+    },
+    Case {
+        name: "wrong-qkey",
+        summary: "send with a Q_Key one off the one the server's QP was given",
+        by: Some(Role::Client),
+        rule: "a UD QP accepts only datagrams whose Q_Key (the sender's wr.ud.remote_qkey) is the\n\
+               qkey it was given at INIT. Any other is dropped on arrival without a word: the\n\
+               sender's SEND completes successfully (nothing is acknowledged on UD), the\n\
+               receiver's receive never completes, and both sides wait until --timeout",
+        code: "src/breakit/ud_pingpong.rs wrong_qkey: Datagrams::connect(.., UD_QKEY + 1); the\n\
+               correct one is UD_QKEY in steps/11_ud_pingpong.rs",
+        fix: "send with the Q_Key the receiving QP has (ud_pingpong: 0x11111111 on both sides)",
+        run: wrong_qkey,
+    },
+    Case {
+        name: "ah-to-nobody",
+        summary: "make the address handle for a GID next to the server's that nobody has",
+        by: Some(Role::Client),
+        rule: "an address handle is only an address: ibv_create_ah does not ask whether anybody\n\
+               is there, and UD does not either. A datagram to an address nobody has is lost,\n\
+               its SEND completes successfully, and the client waits for an answer until\n\
+               --timeout; the server, which received nothing, waits too",
+        code: "src/breakit/ud_pingpong.rs ah_to_nobody: the peer's GID with its last byte changed;\n\
+               the correct address is the one from the exchange, in Datagrams::connect",
+        fix: "make the AH from the address the peer sent (ah_attr from its LID/GID)",
+        run: ah_to_nobody,
+    },
+];
+
+/// Step 11 with one thing changed: the size, the receives, or how the client connects.
+fn run_step(
+    args: &UdArgs,
+    size: impl FnOnce(u32) -> u32,
+    recv: &dyn Fn(&Queues, &Mr, PingpongOptions) -> Result<()>,
+    connect: impl FnOnce(
+        &Queues,
+        &crate::stages::open_device::Device,
+        &std::rc::Rc<crate::verbs::Pd>,
+        &crate::wire::Dest,
+    ) -> Result<Datagrams>,
+) -> Result<()> {
+    let dev = open_device(&args.device.choice())?;
+    let pd = alloc_pd(&dev.ctx)?;
+    let size = size(names::mtu_bytes(dev.port_attr.active_mtu).unwrap_or(256));
+    let mut mr = reg_mr(&pd, (size + GRH_LEN) as usize, IBV_ACCESS_LOCAL_WRITE)?;
+    let q = create_qp(&dev, &pd, QpOptions::ud_pingpong(size, args.queue.rx_depth, args.queue.events))?;
+    let opts = PingpongOptions {
+        size,
+        rx_depth: args.queue.rx_depth,
+        iters: args.iters,
+        chk: false,
+        timeout: args.exchange.timeout,
+    };
+    recv(&q, &mr, opts)?;
+    let local = local_dest(&dev, &q.qp);
+    let peer = connect(&q, &dev, &pd, &local)?;
+    let stats = pingpong_with(args.role(), &q, &mut mr, opts, &peer)?;
+    print_stats(&stats);
+    show_grh(&mr);
+    Ok(())
+}
+
+fn correct_size(args: &UdArgs) -> impl FnOnce(u32) -> u32 + '_ {
+    move |_| args.size
+}
+
+fn correct_recv(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
+    prepare_with(q, mr, opts, &Datagrams::RECEIVE)
+}
+
+fn size_above_mtu(args: &UdArgs) -> Result<()> {
+    run_step(
+        args,
+        |mtu| 2 * mtu,
+        &correct_recv,
+        |q, dev, pd, local| Datagrams::connect(q, dev, pd, &args.peer(), local, args.sl, UD_QKEY),
+    )
+}
+
+/// Receives of exactly the message's size: no room for the GRH.
+struct NoGrhRoom;
+
+impl Post for NoGrhRoom {
+    fn recv(&self, q: &Queues, mr: &Mr, size: u32, n: u32) -> Result<()> {
+        post_recv(&q.qp, mr, size, n)
+    }
+    fn send(&self, q: &Queues, mr: &Mr, size: u32) -> Result<()> {
+        Datagrams::RECEIVE.send(q, mr, size)
+    }
+}
+
+fn no_grh_room(args: &UdArgs) -> Result<()> {
+    let recv = |q: &Queues, mr: &Mr, opts: PingpongOptions| {
+        if args.role() == Role::Server {
+            prepare_with(q, mr, opts, &NoGrhRoom)
+        } else {
+            correct_recv(q, mr, opts)
+        }
+    };
+    run_step(args, correct_size(args), &recv, |q, dev, pd, local| {
+        check_size(dev, args.size)?;
+        Datagrams::connect(q, dev, pd, &args.peer(), local, args.sl, UD_QKEY)
+    })
+}
+
+fn wrong_qkey(args: &UdArgs) -> Result<()> {
+    let qkey = if args.role() == Role::Client { UD_QKEY + 1 } else { UD_QKEY };
+    run_step(args, correct_size(args), &correct_recv, |q, dev, pd, local| {
+        check_size(dev, args.size)?;
+        Datagrams::connect(q, dev, pd, &args.peer(), local, args.sl, qkey)
+    })
+}
+
+fn ah_to_nobody(args: &UdArgs) -> Result<()> {
+    run_step(args, correct_size(args), &correct_recv, |q, dev, pd, local| {
+        check_size(dev, args.size)?;
+        let exchange = exchange_dest(&args.peer(), local)?;
+        let mut to = *exchange.remote();
+        if args.role() == Role::Client {
+            // The last byte of the GID (of an IPv4-mapped one: of the IPv4 address) flipped
+            // high: an address on the peer's subnet that no host has.
+            to.gid[15] ^= 0x80;
+        }
+        let ah = connect_ud(&q.qp, dev, pd, &to, local.psn, args.sl)?;
+        let remote = exchange.finish()?;
+        Ok(Datagrams::new(ah, remote.qpn, UD_QKEY))
+    })
+}
