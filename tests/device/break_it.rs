@@ -144,7 +144,7 @@ fn alone<A>(bin: &str, program: &str, cases: &[Case<A>]) {
 }
 
 /// A two-sided step's cases: server and client with the same `--break`.
-fn pair(bin: &str, program: &str, cases: &[Case<rdma_dissect::cli::PingpongArgs>]) {
+fn pair<A>(bin: &str, program: &str, cases: &[Case<A>]) {
     let _device = device_lock();
     for case in cases {
         let run = runner::Run::new(common::step(bin).unwrap()).ours(program);
@@ -203,6 +203,11 @@ fn break_09_rdma_write() {
     pair("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"), &breakit::rdma_write::CASES);
 }
 
+#[test]
+fn break_11_ud_pingpong() {
+    pair("11_ud_pingpong", env!("CARGO_BIN_EXE_11_ud_pingpong"), &breakit::ud_pingpong::CASES);
+}
+
 /// `--break help` lists exactly the library's cases, one line each, and exits 0 (its
 /// output is the book's list, `break_it__<bin>-help.snap`); an unknown case is refused by
 /// the flag parser with the list.
@@ -216,7 +221,7 @@ fn break_help_lists_the_cases() {
     fn names<A>(cases: &[Case<A>]) -> Vec<&'static str> {
         cases.iter().map(|c| c.name).collect()
     }
-    let steps: [(&str, &str, Vec<&str>); 7] = [
+    let steps: [(&str, &str, Vec<&str>); 8] = [
         ("03_reg_mr", env!("CARGO_BIN_EXE_03_reg_mr"), names(&breakit::reg_mr::CASES)),
         ("04_create_qp", env!("CARGO_BIN_EXE_04_create_qp"), names(&breakit::create_qp::CASES)),
         ("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"), names(&breakit::modify_qp_rtr::CASES)),
@@ -224,6 +229,7 @@ fn break_help_lists_the_cases() {
         ("07_post_send", env!("CARGO_BIN_EXE_07_post_send"), names(&breakit::post_send::CASES)),
         ("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"), names(&breakit::rdma_write::CASES)),
         ("10_rdma_cm", env!("CARGO_BIN_EXE_10_rdma_cm"), names(&breakit::rdma_cm::CASES)),
+        ("11_ud_pingpong", env!("CARGO_BIN_EXE_11_ud_pingpong"), names(&breakit::ud_pingpong::CASES)),
     ];
     for (bin, program, names) in steps {
         let out = run(program, &args(&["--break", "help"]));
@@ -251,7 +257,6 @@ fn steps_without_cases_say_so() {
         env!("CARGO_BIN_EXE_01_open_device"),
         env!("CARGO_BIN_EXE_02_alloc_pd"),
         env!("CARGO_BIN_EXE_08_poll_cq"),
-        env!("CARGO_BIN_EXE_11_ud_pingpong"),
         env!("CARGO_BIN_EXE_12_srq_pingpong"),
     ] {
         let help = stdout(&run(program, &args(&["--help"])));

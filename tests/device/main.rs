@@ -15,3 +15,4 @@ mod interop;
 mod memcheck;
 mod rping;
 mod steps;
+mod ud_interop;

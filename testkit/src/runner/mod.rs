@@ -30,8 +30,8 @@ pub enum Player {
     /// Our program: the step's binary, or another build of it (a student's, the grader's
     /// reference), at this path.
     Ours(String),
-    /// The C tool the step dissects (`pair` steps): rdma-core's `ibv_rc_pingpong`, or
-    /// perftest's `ib_write_bw` for 09 (its address message is ours, so this is only ever
+    /// The C tool the step dissects (`pair` steps): rdma-core's `ibv_rc_pingpong`
+    /// (`ibv_ud_pingpong` for 11), or perftest's `ib_write_bw` for 09 (its address message is ours, so this is only ever
     /// its own peer, as in lab/bench).
     C,
     /// Debian's rping (`cm` steps), rdma-core's `librdmacm/examples/rping.c`.
@@ -54,6 +54,7 @@ impl Player {
         match (self, step.roles) {
             (Player::Ours(program), _) => Ok(program.clone()),
             (Player::C, Roles::Pair) if step.bin == "09_rdma_write" => Ok("ib_write_bw".into()),
+            (Player::C, Roles::Pair) if step.bin == "11_ud_pingpong" => Ok("ibv_ud_pingpong".into()),
             (Player::C, Roles::Pair) => Ok("ibv_rc_pingpong".into()),
             (Player::Rping, Roles::Cm) => Ok(crate::cm::RPING.into()),
             (Player::C, _) => Err(format!("{} has no C peer (rping's steps take --peer rping)", step.bin)),
@@ -295,6 +296,12 @@ impl Run {
             Roles::Pair => {
                 cmd.extend(device.iter().filter(|_| self.device).cloned());
                 cmd.extend(port);
+                // ibv_ud_pingpong's default size, 2048, is above rxe's active MTU over a
+                // 1500-byte Ethernet, where it refuses to start: it gets step 11's default,
+                // which a later -s overrides (getopt keeps the last).
+                if program == "ibv_ud_pingpong" {
+                    cmd.extend(["-s".to_string(), "1024".into()]);
+                }
                 host = (role == Some(Role::Client)).then(|| at.addr.clone());
             }
             Roles::Cm => {
