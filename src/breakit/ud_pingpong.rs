@@ -17,7 +17,7 @@ use crate::stages::{alloc_pd::alloc_pd, reg_mr::reg_mr};
 use crate::verbs::{names, Mr, IBV_ACCESS_LOCAL_WRITE};
 
 /// The cases of `11_ud_pingpong --break`.
-pub static CASES: [Case<UdArgs>; 4] = [
+pub static CASES: [Case<UdArgs>; 5] = [
     Case {
         name: "size-above-mtu",
         summary: "skip the size check and send datagrams twice the port's active MTU",
@@ -39,8 +39,9 @@ pub static CASES: [Case<UdArgs>; 4] = [
         rule: "a UD receive gets the datagram's 40-byte GRH in front of the payload, always (an\n\
                IPv4 header in its last 20 bytes on RoCE v2): a receive must have room for 40 +\n\
                the message. Receives of just the message's size are 40 bytes too short, and the\n\
-               device completes the receive in error (rxe: IBV_WC_LOC_LEN_ERR, local length\n\
-               error); the client, whose datagram was sent, waits for an answer until --timeout",
+               device completes the receive in error: the spec's local length error, which rxe\n\
+               reports as IBV_WC_LOC_QP_OP_ERR. The client, whose datagram was sent, waits for\n\
+               an answer until --timeout",
         code: "src/breakit/ud_pingpong.rs NoGrhRoom: post_recv(.., size, ..); the correct length is\n\
                size + GRH_LEN, in Datagrams::recv (src/stages/ud_pingpong.rs)",
         fix: "register and post size + 40 bytes for every receive, as ud_pingpong does",
@@ -63,14 +64,29 @@ pub static CASES: [Case<UdArgs>; 4] = [
         name: "ah-to-nobody",
         summary: "make the address handle for a GID next to the server's that nobody has",
         by: Some(Role::Client),
-        rule: "an address handle is only an address: ibv_create_ah does not ask whether anybody\n\
-               is there, and UD does not either. A datagram to an address nobody has is lost,\n\
-               its SEND completes successfully, and the client waits for an answer until\n\
-               --timeout; the server, which received nothing, waits too",
+        rule: "UD never asks whether anybody is at an address, but on RoCE ibv_create_ah must\n\
+               find the Ethernet address of the GID's IP address: the kernel asks by ARP (or\n\
+               IPv6 neighbour discovery), and when nobody answers, ibv_create_ah fails with\n\
+               ETIMEDOUT (rxe0, Linux 6.1). On InfiniBand an AH needs no resolution, and the\n\
+               datagrams would be lost in silence, as datagrams to a QP number nobody has are\n\
+               on RoCE too. The server, which received nothing, waits until --timeout",
         code: "src/breakit/ud_pingpong.rs ah_to_nobody: the peer's GID with its last byte changed;\n\
                the correct address is the one from the exchange, in Datagrams::connect",
         fix: "make the AH from the address the peer sent (ah_attr from its LID/GID)",
         run: ah_to_nobody,
+    },
+    Case {
+        name: "qpn-of-nobody",
+        summary: "send to the server's address, but to a QP number no QP has",
+        by: Some(Role::Client),
+        rule: "a datagram goes to the QP whose number the send names (wr.ud.remote_qpn), at the\n\
+               address of its AH. A number no QP has there is dropped on arrival without a word\n\
+               (rxe: no QP matches it): the sender's SEND completes successfully, the server's\n\
+               receive never completes, and both sides wait until --timeout",
+        code: "src/breakit/ud_pingpong.rs qpn_of_nobody: Datagrams::new(ah, remote.qpn ^ 0x800000, ..);\n\
+               the correct number is the peer's, from the exchange, in Datagrams::connect",
+        fix: "send to the QP number the peer sent in the exchange",
+        run: qpn_of_nobody,
     },
 ];
 
@@ -171,5 +187,18 @@ fn ah_to_nobody(args: &UdArgs) -> Result<()> {
         let ah = connect_ud(&q.qp, dev, pd, &to, local.psn, args.sl)?;
         let remote = exchange.finish()?;
         Ok(Datagrams::new(ah, remote.qpn, UD_QKEY))
+    })
+}
+
+fn qpn_of_nobody(args: &UdArgs) -> Result<()> {
+    run_step(args, correct_size(args), &correct_recv, |q, dev, pd, local| {
+        check_size(dev, args.size)?;
+        let exchange = exchange_dest(&args.peer(), local)?;
+        let ah = connect_ud(&q.qp, dev, pd, exchange.remote(), local.psn, args.sl)?;
+        let remote = exchange.finish()?;
+        // The top bit of the 24: far above any QP number the device has handed out (rxe
+        // numbers its QPs from 0x11 up, to max_qp).
+        let qpn = if args.role() == Role::Client { remote.qpn ^ 0x80_0000 } else { remote.qpn };
+        Ok(Datagrams::new(ah, qpn, UD_QKEY))
     })
 }

@@ -83,6 +83,11 @@ pub trait Post {
     fn recv(&self, q: &Queues, mr: &Mr, size: u32, n: u32) -> Result<()>;
     /// Posts one SEND of `size` bytes (`pp_post_send`).
     fn send(&self, q: &Queues, mr: &Mr, size: u32) -> Result<()>;
+    /// Whether the transport acknowledges what it sends (RC does, UD does not): the
+    /// watchdog then looks for retransmissions to tell which side went quiet.
+    fn acknowledged(&self) -> bool {
+        true
+    }
     /// What the transport tells a side whose peer went silent: the end of the watchdog's
     /// explanation when no completion comes.
     fn silence(&self) -> &'static str {
@@ -165,7 +170,7 @@ pub fn pingpong_with(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions,
         // ibv_get_cq_event's EINTR, or the empty poll that saw the flag) is its doing.
         if fired {
             let verb = if q.channel.is_some() { "ibv_get_cq_event" } else { "ibv_poll_cq" };
-            return Err(no_completion(verb, opts, n.scnt, n.rcnt, post.silence()));
+            return Err(no_completion(verb, opts, n.scnt, n.rcnt, post));
         }
         return Err(err);
     }
@@ -272,10 +277,11 @@ fn exchange(
 /// `completer_retry_err`, go up while we look), a packet of ours is going unacknowledged;
 /// if not, we were only waiting for the peer's next message. The link's state comes first
 /// when it is down.
-fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32, silence: &str) -> Error {
+fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32, post: &impl Post) -> Error {
     // Nearly four of rc_pingpong's ACK timeouts (timeout 14: 67 ms): long enough for a
-    // retransmission to show, short next to the --timeout already waited.
-    let retrying = crate::link::retries_during(Duration::from_millis(250));
+    // retransmission to show, short next to the --timeout already waited. A transport
+    // without acknowledgements never retransmits: nothing to look for.
+    let retrying = if post.acknowledged() { crate::link::retries_during(Duration::from_millis(250)) } else { None };
     let down = crate::link::sample().and_then(|(_, now)| now.down());
     let mut causes = Vec::new();
     if let Some(down) = down {
@@ -292,6 +298,11 @@ fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32, silenc
             "the peer stopped sending: its program ended, most often with an error of its own \
              (its output says which), or it was stopped, or its host or the path between went \
              away while we had nothing unacknowledged (our device is not retransmitting)"
+                .to_string(),
+        ),
+        None if !post.acknowledged() => causes.push(
+            "the peer stopped sending: its program ended (its output says why), or it was \
+             stopped, or the path between or its host went away"
                 .to_string(),
         ),
         None => causes.push(
@@ -313,7 +324,7 @@ fn no_completion(verb: &str, opts: PingpongOptions, scnt: u32, rcnt: u32, silenc
             why.push_str(&format!("\n{}. {cause}", i + 1));
         }
     }
-    why.push_str(silence);
+    why.push_str(post.silence());
     Error::new(format!("waiting for a completion ({verb})")).cause(why).fix(
         "look at the peer's output for its error, then start both sides again; if the peer is \
          alive but slow (a loaded or emulated machine), raise --timeout",

@@ -151,6 +151,10 @@ impl Post for Datagrams {
         Ok(())
     }
 
+    fn acknowledged(&self) -> bool {
+        false
+    }
+
     fn silence(&self) -> &'static str {
         ".\nOr its datagrams, or ours, are lost: UD tells nobody. A datagram dropped on arrival \
          (a Q_Key or QP number the receiving QP does not have, no receive posted), one larger \
