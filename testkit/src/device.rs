@@ -228,6 +228,9 @@ impl Device {
             "ib_port" => self.port.to_string(),
             "gid_index" => self.gid_index.to_string(),
             "gid" => self.gid().to_string(),
+            // The IPv4 address of an IPv4-mapped GID (RoCE v2), which step 11's `grh` line
+            // decodes from a datagram's IPv4 header; none for another GID.
+            "gid_ipv4" => self.gid().strip_prefix("::ffff:").unwrap_or("(not an IPv4 GID)").to_string(),
             "gid_entries" => self.gids.len().to_string(),
             "gid_list" => self.gids.iter().map(|(i, g, _)| format!("{i} ({g})")).collect::<Vec<_>>().join(", "),
             "empty_gid_index" => self.empty_gid_index().to_string(),

@@ -154,6 +154,7 @@ pub const DEVICE_VALUES: &[(&str, &str, &str)] = &[
     (r"\bentries=", "gid_entries", "GID_ENTRIES"),
     (r"\b(?:index|sgid_index)=", "gid_index", "GID_INDEX"),
     (r"(?:\bgid=|\bdgid=|, GID )", "gid", "GID"),
+    (r"\bip\.(?:src|dst)=", "gid_ipv4", "GID_IPV4"),
     // 01 with an empty GID index (tests/device/break_it.rs picks the first one).
     (r"(?:\(index |GID entry |none is at )", "empty_gid_index", "EMPTY_GID_INDEX"),
     (r"holds a GID: ", "gid_list", "GID_LIST"),
