@@ -76,7 +76,7 @@ pub fn connect_ud(qp: &Qp, dev: &Device, pd: &Rc<Pd>, remote: &Dest, my_psn: u32
     // The address vector is the one stage 05 gives an RC QP at RTR, by the same rule (a
     // GRH when the peer sent its GID); only its ah_attr is used, not the path MTU.
     let ah_attr = rtr_attr(dev, remote, IBV_MTU_1024, sl).ah_attr;
-    // ANCHOR: hole_create_ah HOLE(Ah): the peer's address as a verbs object, in our PD (ibv_create_ah)
+    // ANCHOR: hole_create_ah HOLE(Result<Ah>): the peer's address as a verbs object, in our PD (ibv_create_ah)
     let ah = Ah::create(pd, &ah_attr);
     // ANCHOR_END: hole_create_ah
     ah.map_err(|err| explain_ah(err, dev, remote))
