@@ -108,7 +108,7 @@ const SPECIAL: [(&str, Option<Partner>, Runs); 4] = [
 
 fn step(nn: &str) -> Result<Step, String> {
     let nn = if nn.len() == 1 { format!("0{nn}") } else { nn.to_string() };
-    let listed = common::steps().into_iter().find(|s| s.nn() == nn || s.bin == nn);
+    let listed = common::load_steps()?.into_iter().find(|s| s.nn() == nn || s.bin == nn);
     let listed = listed.ok_or_else(|| format!("no step `{nn}`: give a step number 01..10 (e.g. `05`)"))?;
     let special = SPECIAL.iter().find(|(bin, ..)| *bin == listed.bin);
     let default_partner = match (listed.pair, listed.cm) {
@@ -126,8 +126,10 @@ fn step(nn: &str) -> Result<Step, String> {
     })
 }
 
-fn root() -> PathBuf {
-    common::root()
+/// The project, found from the current directory (lab/check and lab/exercise run the
+/// tool from it).
+fn root() -> Result<PathBuf, String> {
+    common::find_root()
 }
 
 /// `exercise ARGS…`.
@@ -138,9 +140,11 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("path") if args.len() == 2 => step(&args[1]).map(|s| println!("{} src/stages/{}.rs", s.bin, s.stage)),
         Some("crate") if args.len() == 4 => {
             // Where cargo builds: lab/check runs this from the project, as it runs cargo.
-            let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
-            exercise_crate(&root(), &target, &args[1], &args[2], Path::new(&args[3]))
-                .map(|dir| println!("{} {}", dir.display(), exercise_bin(&args[1])))
+            root().and_then(|root| {
+                let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+                exercise_crate(&root, &target, &args[1], &args[2], Path::new(&args[3]))
+            })
+            .map(|dir| println!("{} {}", dir.display(), exercise_bin(&args[1])))
         }
         Some("grade") if args.len() >= 6 && args[1] == "--results" && (args.len() - 3) % 3 == 0 => {
             return grade_cmd(&args[3..], Some(Path::new(&args[2])));
