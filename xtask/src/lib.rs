@@ -8,6 +8,8 @@
 //!                                     stale ones (see book/)
 //! cargo xtask exercise …              the classroom kit: a student's copy of a stage, and
 //!                                     grading it on the device (see exercise/)
+//! cargo xtask grade …                 a class's hand-ins graded in one lab VM boot, and
+//!                                     the reports gradebooks take (see grade/)
 //! ```
 //!
 //! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what
@@ -18,3 +20,4 @@
 pub mod bench;
 pub mod book;
 pub mod exercise;
+pub mod grade;

@@ -2,16 +2,17 @@
 
 use std::process::ExitCode;
 
-use xtask::{bench, book, exercise};
+use xtask::{bench, book, exercise, grade};
 
 const USAGE: &str =
-    "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask book [--check] | cargo xtask exercise …";
+    "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask book [--check] | cargo xtask exercise … | cargo xtask grade …";
 
 fn main() -> ExitCode {
     let owned: Vec<String> = std::env::args().skip(1).collect();
     match owned.first().map(String::as_str) {
         Some("exercise") => return exercise::main(&owned[1..]),
         Some("book") => return book::main(&owned[1..]),
+        Some("grade") => return grade::main(&owned[1..]),
         _ => {}
     }
     let args: Vec<&str> = owned.iter().map(String::as_str).collect();

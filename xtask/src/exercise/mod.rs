@@ -55,8 +55,12 @@ mod run;
 mod student_crate;
 
 use compare::grade_cmd;
+pub(crate) use compare::{grade, ReferenceRuns};
 use holes::{generate_cmd, holes_cmd};
 use report::junit_cmd;
+pub(crate) use report::{append_result, junit_xml, parse_results, Verdict};
+pub(crate) use run::DEADLINE;
+pub(crate) use student_crate::{class_crate, class_workspace};
 use student_crate::{exercise_bin, exercise_crate};
 
 use std::path::{Path, PathBuf};
@@ -74,6 +78,7 @@ enum Partner {
 }
 
 /// One step's exercise: where its stage lives, how it is run, where the book explains it.
+#[derive(Clone)]
 struct Step {
     nn: String,
     bin: String,
@@ -128,7 +133,7 @@ fn step(nn: &str) -> Result<Step, String> {
 
 /// The project, found from the current directory (lab/check and lab/exercise run the
 /// tool from it).
-fn root() -> Result<PathBuf, String> {
+pub(crate) fn root() -> Result<PathBuf, String> {
     common::find_root()
 }
 
