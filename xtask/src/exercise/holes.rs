@@ -105,6 +105,11 @@ fn fill(hole: &Hole, file: &str) -> Result<Vec<String>, String> {
     Ok(vec![format!("{indent}{todo}")])
 }
 
+/// The student's copy of step `nn`'s stage, as `lab/exercise` writes it.
+pub(crate) fn exercise_text(nn: &str) -> Result<String, String> {
+    generate(&step(nn)?)
+}
+
 /// The student's copy of `step`'s stage.
 fn generate(step: &Step) -> Result<String, String> {
     let (rel, text) = stage_source(step)?;

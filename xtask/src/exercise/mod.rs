@@ -56,6 +56,7 @@ mod student_crate;
 
 use compare::grade_cmd;
 pub(crate) use compare::{grade, ReferenceRuns};
+pub(crate) use holes::exercise_text;
 use holes::{generate_cmd, holes_cmd};
 use report::junit_cmd;
 pub(crate) use report::{append_result, junit_xml, parse_results, Verdict};

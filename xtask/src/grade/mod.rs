@@ -11,6 +11,9 @@
 //! grade bounded UID MAX SECONDS PROGRAM ARGS…         (root, in the VM) one bounded run
 //! grade report CLASS                                  JUnit per student, moodle.csv,
 //!                                                     Gradescope's results.json
+//! grade synth OUT N                                   a synthetic class of N hand-ins and
+//!                                                     their intended verdicts (synth.rs)
+//! grade verify CLASS INTENDED                         its verdicts, as intended?
 //! ```
 //!
 //! CLASS is a directory: `incoming/NAME/` the hand-ins as handed in (lab/grade unpacks
@@ -25,6 +28,7 @@
 mod handin;
 mod reports;
 mod sandbox;
+mod synth;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -365,8 +369,14 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("bounded") => sandbox::bounded_cmd(&args[1..]).map(|code| ExitCode::from(code.clamp(0, 255) as u8)),
         Some("report") if args.len() == 2 => exercise::root()
             .and_then(|project| reports::report_cmd(&class(1), &grader_version(&project)).map(|()| ExitCode::SUCCESS)),
+        Some("synth") if args.len() == 3 => match args[2].parse() {
+            Ok(n) => synth::synth_cmd(&class(1), n).map(|()| ExitCode::SUCCESS),
+            Err(_) => Err(format!("not a number of students: {}", args[2])),
+        },
+        Some("verify") if args.len() == 3 => synth::verify_cmd(&class(1), &class(2)).map(|()| ExitCode::SUCCESS),
         _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade prepare CLASS STEPS | \
-                  grade vm CLASS | grade bounded UID MAX_OUTPUT SECONDS PROGRAM [ARGS...] | grade report CLASS"
+                  grade vm CLASS | grade bounded UID MAX_OUTPUT SECONDS PROGRAM [ARGS...] | grade report CLASS | \
+                  grade synth OUT N | grade verify CLASS INTENDED"
             .into()),
     };
     result.unwrap_or_else(|e| {

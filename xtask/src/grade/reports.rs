@@ -86,6 +86,78 @@ pub(crate) fn gradescope_json(verdicts: &[Verdict], bins: &[String]) -> String {
     )
 }
 
+/// Gradescope's results.json format, as a JSON Schema written from its documentation.
+const GRADESCOPE_SCHEMA: &str = include_str!("gradescope-results.schema.json");
+
+/// What of `value` does not fit `schema`, with where (`$.tests[0].status`): the part of
+/// JSON Schema the Gradescope schema uses (type, enum, required, properties,
+/// additionalProperties: false, items, anyOf).
+pub(crate) fn schema_errors(schema: &serde_json::Value, value: &serde_json::Value, at: &str) -> Vec<String> {
+    use serde_json::Value;
+    let mut errors = Vec::new();
+    let type_ok = |t: &str| match t {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "boolean" => value.is_boolean(),
+        _ => false,
+    };
+    match schema.get("type") {
+        Some(Value::String(t)) if !type_ok(t) => errors.push(format!("{at}: not of type {t}")),
+        Some(Value::Array(ts)) if !ts.iter().filter_map(Value::as_str).any(type_ok) => {
+            errors.push(format!("{at}: not of any type {ts:?}"))
+        }
+        _ => {}
+    }
+    if let Some(Value::Array(allowed)) = schema.get("enum") {
+        if !allowed.contains(value) {
+            errors.push(format!("{at}: {value} is not one of {allowed:?}"));
+        }
+    }
+    if let Some(Value::Array(any)) = schema.get("anyOf") {
+        if !any.iter().any(|s| schema_errors(s, value, at).is_empty()) {
+            errors.push(format!("{at}: fits none of anyOf"));
+        }
+    }
+    if let Value::Object(object) = value {
+        for key in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+            if !object.contains_key(key) {
+                errors.push(format!("{at}: `{key}` is required"));
+            }
+        }
+        let properties = schema.get("properties").and_then(Value::as_object);
+        for (key, v) in object {
+            match properties.and_then(|p| p.get(key)) {
+                Some(s) => errors.extend(schema_errors(s, v, &format!("{at}.{key}"))),
+                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                    errors.push(format!("{at}: `{key}` is not a property Gradescope knows"))
+                }
+                None => {}
+            }
+        }
+    }
+    if let (Value::Array(items), Some(s)) = (value, schema.get("items")) {
+        for (i, v) in items.iter().enumerate() {
+            errors.extend(schema_errors(s, v, &format!("{at}[{i}]")));
+        }
+    }
+    errors
+}
+
+/// `text` as Gradescope's results.json, or what is wrong with it.
+pub(crate) fn check_gradescope(text: &str) -> Result<(), String> {
+    let schema: serde_json::Value = serde_json::from_str(GRADESCOPE_SCHEMA).map_err(|e| format!("the schema: {e}"))?;
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let errors = schema_errors(&schema, &value, "$");
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
 /// `grade report CLASS`: the reports of every student graded so far, in CLASS/reports/.
 pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
     let steps = graded_steps(class)?;
@@ -134,7 +206,9 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
             .map_err(io(&junit))?;
         let gs = reports.join("gradescope").join(&name);
         std::fs::create_dir_all(&gs).map_err(io(&gs))?;
-        std::fs::write(gs.join("results.json"), gradescope_json(&verdicts, &bins)).map_err(io(&gs))?;
+        let json = gradescope_json(&verdicts, &bins);
+        check_gradescope(&json).map_err(|e| format!("the results.json of {name} is not Gradescope's format: {e}"))?;
+        std::fs::write(gs.join("results.json"), json).map_err(io(&gs))?;
         let cells: Vec<String> = bins
             .iter()
             .map(|b| {
@@ -172,6 +246,32 @@ mod tests {
     #[test]
     fn json_strings_escape_what_json_requires() {
         assert_eq!(json_string("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+    }
+
+    #[test]
+    fn results_json_is_gradescopes_format() {
+        let verdicts = [
+            Verdict { nn: "05".into(), passed: true, seconds: 12.5, message: "2 runs".into() },
+            Verdict { nn: "06".into(), passed: false, seconds: 3.0, message: "a hole \"x\"\n  at line 3".into() },
+        ];
+        let json = gradescope_json(&verdicts, &["05_modify_qp_rtr".into(), "06_modify_qp_rts".into()]);
+        check_gradescope(&json).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!((v["score"].as_u64(), v["tests"][1]["status"].as_str()), (Some(1), Some("failed")));
+        assert_eq!(v["tests"][1]["output"], "a hole \"x\"\n  at line 3");
+    }
+
+    #[test]
+    fn the_schema_check_finds_what_gradescope_would_refuse() {
+        for (bad, why) in [
+            (r#"{"output": "no score, no tests"}"#, "fits none of anyOf"),
+            (r#"{"score": "12"}"#, "$.score: not of type number"),
+            (r#"{"tests": [{"status": "ok"}]}"#, "$.tests[0].status"),
+            (r#"{"score": 1, "grade": 1}"#, "`grade` is not a property"),
+        ] {
+            let err = check_gradescope(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 
     #[test]
