@@ -65,16 +65,23 @@ pub(crate) fn let_through(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `chmod` on `dir` and every directory below it: `writable` lets the build's account
-/// write there, else only the owner (the grader) may.
+/// `chmod` on `dir` and everything below it: `writable` lets the build's account write
+/// there (cargo rewrites its lock files and Cargo.lock), else only the owner (the grader)
+/// may. Execute bits stay as they are.
 pub(crate) fn set_writable(dir: &Path, writable: bool) -> Result<(), String> {
-    let mode = if writable { 0o777 } else { 0o755 };
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("chmod {mode:o} {}: {e}", dir.display()))?;
+    let chmod = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("chmod {mode:o} {}: {e}", path.display()))
+    };
+    chmod(dir, if writable { 0o777 } else { 0o755 })?;
     for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
         let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
             set_writable(&entry.path(), writable)?;
+        } else if kind.is_file() {
+            let mode = entry.metadata().map_err(|e| format!("{}: {e}", entry.path().display()))?.permissions().mode();
+            chmod(&entry.path(), if writable { mode | 0o666 } else { mode & !0o022 } & 0o7777)?;
         }
     }
     Ok(())
