@@ -6,6 +6,8 @@
 //! grade manifest EXERCISES ACCOUNT HOST TIME COMMIT   a hand-in's manifest (lab/submit)
 //! grade prepare CLASS STEPS                           (host) the hand-ins not graded yet,
 //!                                                     as crates of one workspace
+//! grade prebuild CLASS                                (host) the dependencies they share,
+//!                                                     from the reference's crate
 //! grade vm CLASS                                      (root, in the lab VM) build them and
 //!                                                     grade them, student by student
 //! grade bounded UID MAX SECONDS PROGRAM ARGS…         (root, in the VM) one bounded run
@@ -197,12 +199,59 @@ fn build_errors(log: &str, member: &str, stage_file: &str, bin: &str) -> String 
     }
 }
 
+/// Sets up `cargo` to build the class: the toolchain's own cargo and rustc (no rustup
+/// proxy), the cargo home's registry, CLASS/target, nothing else from the environment. The host's build of the reference's crate and the VM's of
+/// the students' run the same way, so the dependencies built on the host are the ones the
+/// students' crates use.
+fn class_env(cargo: &mut Command, class: &Path, tools: &sandbox::Toolchain) -> Result<(), String> {
+    let home = class.join("home");
+    for dir in [&class.join("target"), &home] {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    cargo
+        .env_clear()
+        .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", tools.bin.display()))
+        .env("HOME", &home)
+        .env("CARGO_HOME", &tools.cargo_home)
+        .env("CARGO_TARGET_DIR", class.join("target"))
+        .env("CARGO_TERM_COLOR", "never")
+        .current_dir(class.join("build"));
+    Ok(())
+}
+
+/// `grade prebuild CLASS` (host): builds the reference's crate of the class's workspace,
+/// and with it every dependency the students' crates share, from trusted code, natively.
+fn prebuild_cmd(class: &Path) -> Result<(), String> {
+    let tools = sandbox::Toolchain::find()?;
+    let reference = class.join("build").join(REFERENCE);
+    let bin = std::fs::read_dir(&reference)
+        .map_err(io(&reference))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .next()
+        .ok_or_else(|| format!("{}: no crate to build", reference.display()))?;
+    let mut cargo = Command::new(tools.bin.join("cargo"));
+    class_env(&mut cargo, class, &tools)?;
+    let status = cargo
+        .args(["build", "--offline", "--bins", "--quiet", "--package", &format!("rdma-dissect-reference-{bin}")])
+        .status()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the reference's crate did not build ({status}): see the messages above"))
+    }
+}
+
 /// Builds every crate of CLASS/build as [`sandbox::BUILD_UID`]: one cargo run, keeping on
 /// past a crate that does not compile. The log is CLASS/build/build.log.
 fn build_class(class: &Path) -> Result<String, String> {
     let (build, target) = (class.join("build"), class.join("target"));
-    let (home, cargo_home) = (class.join("home"), class.join("cargo-home"));
+    let home = class.join("home");
     let tools = sandbox::Toolchain::find()?;
+    for dir in [&target, &home] {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
     // The reference's crate made the dependencies on the host: out it goes (see REFERENCE).
     let members: Vec<String> = std::fs::read_dir(&build)
         .map_err(io(&build))?
@@ -222,34 +271,22 @@ fn build_class(class: &Path) -> Result<String, String> {
     if reference.exists() {
         std::fs::remove_dir_all(&reference).map_err(io(&reference))?;
     }
-    for dir in [&target, &home, &cargo_home] {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-    }
-    let registry_link = cargo_home.join("registry");
-    if registry_link.symlink_metadata().is_err() {
-        std::os::unix::fs::symlink(&tools.registry, &registry_link).map_err(io(&registry_link))?;
-    }
-    for path in [&tools.bin, &tools.registry, class] {
+    for path in [&tools.bin, &tools.cargo_home.join("registry/src"), class] {
         sandbox::let_through(path)?;
     }
-    for dir in [&build, &target, &home, &cargo_home] {
+    sandbox::open_cargo_home(&tools.cargo_home)?;
+    for dir in [&build, &target, &home] {
         sandbox::set_writable(dir, true)?;
     }
-    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", tools.bin.display());
-    let out = sandbox::as_student(sandbox::BUILD_UID, &tools.bin.join("cargo"))
+    let mut cargo = sandbox::as_student(sandbox::BUILD_UID, &tools.bin.join("cargo"));
+    class_env(&mut cargo, class, &tools)?;
+    let out = cargo
         .args(["build", "--offline", "--keep-going", "--bins", "--quiet"])
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", &home)
-        .env("CARGO_HOME", &cargo_home)
-        .env("CARGO_TARGET_DIR", &target)
-        .env("CARGO_TERM_COLOR", "never")
-        .current_dir(&build)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cargo: {e}"));
     // The process bound is the students' programs'; the build's rustc threads count too.
-    for dir in [&build, &target, &home, &cargo_home] {
+    for dir in [&build, &target, &home] {
         sandbox::set_writable(dir, false)?;
     }
     let out = out?;
@@ -361,10 +398,12 @@ fn grader_version(project: &Path) -> String {
 
 /// `grade ARGS…`.
 pub fn main(args: &[String]) -> ExitCode {
-    let class = |i: usize| PathBuf::from(&args[i]);
+    // Absolute: cargo runs in CLASS/build, and relative paths would move with it.
+    let class = |i: usize| std::path::absolute(&args[i]).unwrap_or_else(|_| PathBuf::from(&args[i]));
     let result = match args.first().map(String::as_str) {
         Some("manifest") => handin::manifest_cmd(&args[1..]).map(|()| ExitCode::SUCCESS),
         Some("prepare") if args.len() == 3 => prepare_cmd(&class(1), &args[2]).map(|()| ExitCode::SUCCESS),
+        Some("prebuild") if args.len() == 2 => prebuild_cmd(&class(1)).map(|()| ExitCode::SUCCESS),
         Some("vm") if args.len() == 2 => vm_cmd(&class(1)),
         Some("bounded") => sandbox::bounded_cmd(&args[1..]).map(|code| ExitCode::from(code.clamp(0, 255) as u8)),
         Some("report") if args.len() == 2 => exercise::root()
@@ -375,7 +414,7 @@ pub fn main(args: &[String]) -> ExitCode {
         },
         Some("verify") if args.len() == 3 => synth::verify_cmd(&class(1), &class(2)).map(|()| ExitCode::SUCCESS),
         _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade prepare CLASS STEPS | \
-                  grade vm CLASS | grade bounded UID MAX_OUTPUT SECONDS PROGRAM [ARGS...] | grade report CLASS | \
+                  grade prebuild CLASS | grade vm CLASS | grade bounded UID MAX_OUTPUT SECONDS PROGRAM [ARGS...] | grade report CLASS | \
                   grade synth OUT N | grade verify CLASS INTENDED"
             .into()),
     };

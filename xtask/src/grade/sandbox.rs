@@ -87,6 +87,23 @@ pub(crate) fn set_writable(dir: &Path, writable: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Lets the build's account use the cargo home in this VM: cargo takes its lock files
+/// there. The VM's root filesystem is a throw-away copy: the host's cargo home is not
+/// touched.
+pub(crate) fn open_cargo_home(cargo_home: &Path) -> Result<(), String> {
+    let chmod = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("chmod {mode:o} {}: {e}", path.display()))
+    };
+    chmod(cargo_home, 0o777)?;
+    for entry in std::fs::read_dir(cargo_home).map_err(|e| format!("{}: {e}", cargo_home.display()))?.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            chmod(&entry.path(), 0o666)?;
+        }
+    }
+    Ok(())
+}
+
 /// Ends every process of `uid` (what a fork bomb left behind). `kill -1` as that account
 /// signals exactly its processes.
 pub(crate) fn kill_all(uid: u32) {
@@ -210,7 +227,7 @@ pub(crate) fn bounded_cmd(args: &[String]) -> Result<i32, String> {
 /// Where cargo and the registry it builds from are, for the build's account.
 pub(crate) struct Toolchain {
     pub(crate) bin: PathBuf,
-    pub(crate) registry: PathBuf,
+    pub(crate) cargo_home: PathBuf,
 }
 
 impl Toolchain {
@@ -222,7 +239,7 @@ impl Toolchain {
         let cargo_home = std::env::var_os("CARGO_HOME")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-        let registry = cargo_home.ok_or("neither CARGO_HOME nor HOME is set")?.join("registry");
-        Ok(Toolchain { bin: sysroot.join("bin"), registry })
+        let cargo_home = cargo_home.ok_or("neither CARGO_HOME nor HOME is set")?;
+        Ok(Toolchain { bin: sysroot.join("bin"), cargo_home })
     }
 }
