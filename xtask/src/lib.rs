@@ -10,6 +10,12 @@
 //!                                     grading it on the device (see exercise/)
 //! cargo xtask grade …                 a class's hand-ins graded in one lab VM boot, and
 //!                                     the reports gradebooks take (see grade/)
+//! cargo xtask run NN [--peer …] …     step NN in its roles on the device: the server,
+//!                                     then its client (testkit's runner; see run.rs)
+//! cargo xtask new-step NN_name alone|pair|cm [--base NN]
+//!                                     add a step: everything steps/list.txt implies, as a
+//!                                     skeleton (`--remove NN_name` takes it out; see
+//!                                     new_step/ and CONTRIBUTING.md)
 //! ```
 //!
 //! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what
@@ -21,3 +27,5 @@ pub mod bench;
 pub mod book;
 pub mod exercise;
 pub mod grade;
+pub mod new_step;
+pub mod run;
