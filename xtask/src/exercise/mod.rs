@@ -113,9 +113,7 @@ const SPECIAL: [(&str, Option<Partner>, Runs); 4] = [
 ];
 
 fn step(nn: &str) -> Result<Step, String> {
-    let nn = if nn.len() == 1 { format!("0{nn}") } else { nn.to_string() };
-    let listed = common::load_steps()?.into_iter().find(|s| s.nn() == nn || s.bin == nn);
-    let listed = listed.ok_or_else(|| format!("no step `{nn}`: give a step number 01..10 (e.g. `05`)"))?;
+    let listed = common::step(nn)?;
     let special = SPECIAL.iter().find(|(bin, ..)| *bin == listed.bin);
     let default_partner = match (listed.pair, listed.cm) {
         (true, true) => Some(Partner::Rping),
@@ -194,6 +192,6 @@ mod tests {
         assert_eq!(step("08").unwrap().runs.len(), 2);
         let cm = step("10").unwrap();
         assert!(cm.partner == Some(Partner::Rping) && cm.cm, "step 10 is graded against rping");
-        assert!(step("11").err().unwrap().contains("no step `11`"));
+        assert!(step("99").err().unwrap().contains("no step `99`"));
     }
 }
