@@ -90,6 +90,21 @@ lab_steps() {
     if [ ${#LAB_STEPS[@]} = 0 ]; then echo "lab: $list lists no step" >&2; return 1; fi
 }
 
+# lab_student_copy SRC DEST: the students' copy of the checkout SRC, for lab/provision and
+# lab/image: a new git repository at DEST holding SRC's committed tree without
+# book/instructor/ (every answer and the lab plan), in one commit whose message names SRC's
+# commit. A clone would carry the answers in its history and its remote; this has neither.
+lab_student_copy() {
+    local src=$1 dest=$2 commit
+    commit=$(git -C "$src" rev-parse HEAD) || return 1
+    mkdir -p "$dest"
+    git -C "$src" archive --format=tar HEAD | tar -x -C "$dest" --exclude=book/instructor
+    git -C "$dest" init --quiet
+    git -C "$dest" add --all
+    git -C "$dest" -c user.name=rdma-dissect -c user.email=lab@localhost \
+        commit --quiet -m "rdma-dissect $commit, the students' copy (without book/instructor/)"
+}
+
 # lab_xtask: the built tooling, target/debug/xtask, whose `xtask run NN` runs a step in its
 # roles (testkit's runner: the server first, the client once the server listens; no script
 # starts a pair itself). Built with cargo when it is not there; lab/test's host half builds

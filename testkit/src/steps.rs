@@ -2,7 +2,7 @@
 
 use rdma_dissect::role::Role;
 
-use crate::root;
+use crate::find_root;
 
 /// One step of `steps/list.txt`, the project's one ordered list of the steps (its header
 /// says what the columns mean; the lab scripts read it with `lab_steps` in lab/common.sh).
@@ -79,42 +79,51 @@ impl Step {
     }
 }
 
-/// The steps, in order, from `steps/list.txt`. tests/no_device/consistency.rs checks that Cargo.toml's
-/// `[[bin]]`s, the `steps/*.rs` files and book/src/SUMMARY.md's chapters are this list.
-pub fn steps() -> Vec<Step> {
-    let path = root().join("steps/list.txt");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+/// The steps, in order, from `steps/list.txt`, or what is wrong with it (its path and
+/// line). tests/no_device/consistency.rs checks that Cargo.toml's `[[bin]]`s, the
+/// `steps/*.rs` files and book/src/SUMMARY.md's chapters are this list.
+pub fn load_steps() -> Result<Vec<Step>, String> {
+    let path = find_root()?.join("steps/list.txt");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let at = |line: &str, what: String| format!("{}: `{line}`: {what}", path.display());
     let mut steps: Vec<Step> = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let (bin, roles, base) = match line.split_whitespace().collect::<Vec<_>>()[..] {
             [bin, roles] => (bin, roles, None),
             [bin, roles, base] => (bin, roles, Some(base)),
-            _ => panic!("{}: `{line}`: want `NN_name alone|pair|cm [BASE]`", path.display()),
+            _ => return Err(at(line, "want `NN_name alone|pair|cm [BASE]`".into())),
         };
-        let roles = Roles::parse(roles)
-            .unwrap_or_else(|| panic!("{}: `{line}`: the roles are `alone`, `pair` or `cm`", path.display()));
+        let Some(roles) = Roles::parse(roles) else {
+            return Err(at(line, "the roles are `alone`, `pair` or `cm`".into()));
+        };
         let numbered = bin.len() > 3 && bin[..2].bytes().all(|b| b.is_ascii_digit()) && bin.as_bytes()[2] == b'_';
-        assert!(numbered, "{}: `{bin}` is not named NN_name", path.display());
-        if let Some(base) = base {
-            assert!(
-                steps.iter().any(|s| s.bin == base),
-                "{}: `{line}`: base `{base}` is not a step listed before",
-                path.display()
-            );
+        if !numbered {
+            return Err(at(line, format!("`{bin}` is not named NN_name")));
+        }
+        if let Some(base) = base.filter(|base| !steps.iter().any(|s| s.bin == *base)) {
+            return Err(at(line, format!("base `{base}` is not a step listed before")));
         }
         let base = base.map(str::to_string).or_else(|| steps.last().map(|s| s.bin.clone()));
         let (pair, cm) = (roles != Roles::Alone, roles == Roles::Cm);
         steps.push(Step { bin: bin.to_string(), pair, cm, base, roles });
     }
-    assert!(!steps.is_empty(), "{} lists no step", path.display());
-    steps
+    if steps.is_empty() {
+        return Err(format!("{} lists no step", path.display()));
+    }
+    Ok(steps)
+}
+
+/// [`load_steps`] for the tests, where a broken list is a failed test.
+pub fn steps() -> Vec<Step> {
+    load_steps().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The step `which` names: its number (`5`, `05`) or its bin (`05_modify_qp_rtr`).
 pub fn step(which: &str) -> Result<Step, String> {
     let nn = if which.len() == 1 { format!("0{which}") } else { which.to_string() };
-    steps().into_iter().find(|s| s.nn() == nn || s.bin == nn).ok_or_else(|| {
-        let list: Vec<String> = steps().iter().map(|s| s.nn().to_string()).collect();
+    let all = load_steps()?;
+    all.iter().find(|s| s.nn() == nn || s.bin == nn).cloned().ok_or_else(|| {
+        let list: Vec<String> = all.iter().map(|s| s.nn().to_string()).collect();
         format!("no step `{which}`: give a step number of steps/list.txt ({})", list.join(", "))
     })
 }

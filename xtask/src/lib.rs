@@ -8,6 +8,8 @@
 //!                                     stale ones (see book/)
 //! cargo xtask exercise …              the classroom kit: a student's copy of a stage, and
 //!                                     grading it on the device (see exercise/)
+//! cargo xtask grade …                 a class's hand-ins graded in one lab VM boot, and
+//!                                     the reports gradebooks take (see grade/)
 //! cargo xtask run NN [--peer …] …     step NN in its roles on the device: the server,
 //!                                     then its client (testkit's runner; see run.rs)
 //! cargo xtask new-step NN_name alone|pair|cm [--base NN]
@@ -24,5 +26,6 @@
 pub mod bench;
 pub mod book;
 pub mod exercise;
+pub mod grade;
 pub mod new_step;
 pub mod run;

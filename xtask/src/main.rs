@@ -2,11 +2,11 @@
 
 use std::process::ExitCode;
 
-use xtask::{bench, book, exercise, new_step, run};
+use xtask::{bench, book, exercise, grade, new_step, run};
 
 const USAGE: &str =
     "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask book [--check] | cargo xtask exercise … | \
-     cargo xtask run NN [--peer ours|c|rping] [--wrap CMD] … [-- FLAGS…] | \
+     cargo xtask grade … | cargo xtask run NN [--peer ours|c|rping] [--wrap CMD] … [-- FLAGS…] | \
      cargo xtask new-step NN_name alone|pair|cm [--base NN] | cargo xtask new-step --remove NN_name";
 
 fn main() -> ExitCode {
@@ -14,6 +14,7 @@ fn main() -> ExitCode {
     match owned.first().map(String::as_str) {
         Some("exercise") => return exercise::main(&owned[1..]),
         Some("book") => return book::main(&owned[1..]),
+        Some("grade") => return grade::main(&owned[1..]),
         Some("run") => return run::main(&owned[1..]),
         Some("new-step") => return new_step::main(&owned[1..]),
         _ => {}

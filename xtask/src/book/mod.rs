@@ -85,7 +85,7 @@ impl Generated {
 
 /// Every generated part of the book, from the project at `root`.
 pub fn all(root: &Path) -> Result<Vec<Generated>, String> {
-    let steps = testkit::steps();
+    let steps = testkit::load_steps()?;
     Ok(vec![diffs::generate(root, &steps)?, ladder::generate(root)?, added::generate(root, &steps)?])
 }
 
@@ -99,8 +99,8 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let root = testkit::root();
-    let parts = match all(&root) {
+    let parts = testkit::find_root().and_then(|root| Ok((all(&root)?, root)));
+    let (parts, root) = match parts {
         Ok(parts) => parts,
         Err(e) => {
             eprintln!("xtask book: {e}");

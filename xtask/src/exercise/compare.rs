@@ -240,17 +240,46 @@ fn indent(text: &str) -> String {
     text.trim_end().lines().map(|l| format!("    {l}\n")).collect::<String>().trim_end().to_string()
 }
 
-/// Grades one step: Ok(summary) when every run matches the reference, Err(report) at the
+/// The reference's runs of one step, made once and compared with every program graded
+/// against it: once a check for `lab/check`, once a class for `cargo xtask grade`.
+pub(crate) struct ReferenceRuns {
+    step: Step,
+    reference: String,
+    runs: Vec<Option<RunResult>>,
+}
+
+impl ReferenceRuns {
+    /// The runs of step `nn`, `reference` its binary; none is made before it is needed.
+    pub(crate) fn new(nn: &str, reference: &str) -> Result<Self, String> {
+        let step = step(nn)?;
+        let runs = runs(&step).iter().map(|_| None).collect();
+        Ok(ReferenceRuns { step, reference: reference.to_string(), runs })
+    }
+
+    pub(crate) fn nn(&self) -> &str {
+        &self.step.nn
+    }
+
+    /// Run `n`, made the first time it is asked for.
+    fn run(&mut self, n: usize) -> &RunResult {
+        let (extra, side) = runs(&self.step)[n];
+        let (step, reference) = (&self.step, &self.reference);
+        self.runs[n].get_or_insert_with(|| run_once(step, reference, reference, extra, side))
+    }
+}
+
+/// Grades one step: Ok(summary) when every run matches the reference's, Err(report) at the
 /// first difference.
-fn grade(step: &Step, program: &str, reference: &str, source: &str) -> Result<String, String> {
+pub(crate) fn grade(refs: &mut ReferenceRuns, program: &str, source: &str) -> Result<String, String> {
+    let step = &refs.step.clone();
     let c_peer = step.partner == Some(Partner::C);
     let runs = runs(step);
     let mut lines = 0;
     // Run by run, the student's program and then the reference: the first difference ends
     // the check, so a step that fails in its first run does not wait through the others.
     for (n, &(extra, side)) in runs.iter().enumerate() {
-        let t = &run_once(step, program, reference, extra, side);
-        let r = &run_once(step, reference, reference, extra, side);
+        let t = &run_once(step, program, &refs.reference, extra, side);
+        let r = refs.run(n);
         let run = format!("run {} of {} ({}{})", n + 1, runs.len(), "your step ", t.label);
         if let Some(why) =
             why_it_failed(&r.ours, step, "src/stages/").or_else(|| {
@@ -313,10 +342,17 @@ pub(super) fn grade_cmd(cases: &[String], results: Option<&Path>) -> ExitCode {
             }
         };
         let reference = reference_dir.join(&step.bin);
+        let mut refs = match ReferenceRuns::new(nn, &reference.to_string_lossy()) {
+            Ok(refs) => refs,
+            Err(e) => {
+                eprintln!("exercise: {e}");
+                return ExitCode::from(2);
+            }
+        };
         let dev = common::device();
         println!("== check {} ({source}) on {} port {} GID index {}", step.nn, dev.name, dev.port, dev.gid_index);
         let start = Instant::now();
-        let verdict = grade(&step, program, &reference.to_string_lossy(), source);
+        let verdict = grade(&mut refs, program, source);
         let seconds = start.elapsed().as_secs_f64();
         match &verdict {
             Ok(summary) => println!("PASS {}: {summary} ({seconds:.1} s)", step.nn),

@@ -65,7 +65,8 @@ fn parse(src: &str, file: &str) -> Result<Vec<Piece>, String> {
 /// The stage file of `step`, its path relative to the project, and its holes.
 fn stage_source(step: &Step) -> Result<(String, String), String> {
     let rel = format!("src/stages/{}.rs", step.stage);
-    let text = std::fs::read_to_string(root().join(&rel)).map_err(|e| format!("{rel}: {e}"))?;
+    let path = root()?.join(&rel);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((rel, text))
 }
 
@@ -102,6 +103,11 @@ fn fill(hole: &Hole, file: &str) -> Result<Vec<String>, String> {
         return Ok(vec![format!("{indent}{todo};")]);
     }
     Ok(vec![format!("{indent}{todo}")])
+}
+
+/// The student's copy of step `nn`'s stage, as `lab/exercise` writes it.
+pub(crate) fn exercise_text(nn: &str) -> Result<String, String> {
+    generate(&step(nn)?)
 }
 
 /// The student's copy of `step`'s stage.

@@ -55,8 +55,13 @@ mod run;
 mod student_crate;
 
 use compare::grade_cmd;
+pub(crate) use compare::{grade, ReferenceRuns};
+pub(crate) use holes::exercise_text;
 use holes::{generate_cmd, holes_cmd};
 use report::junit_cmd;
+pub(crate) use report::{append_result, junit_xml, parse_results, Verdict};
+pub(crate) use run::DEADLINE;
+pub(crate) use student_crate::{class_crate, class_workspace};
 use student_crate::{exercise_bin, exercise_crate};
 
 use std::path::{Path, PathBuf};
@@ -74,6 +79,7 @@ enum Partner {
 }
 
 /// One step's exercise: where its stage lives, how it is run, where the book explains it.
+#[derive(Clone)]
 struct Step {
     nn: String,
     bin: String,
@@ -107,9 +113,7 @@ const SPECIAL: [(&str, Option<Partner>, Runs); 4] = [
 ];
 
 fn step(nn: &str) -> Result<Step, String> {
-    let nn = if nn.len() == 1 { format!("0{nn}") } else { nn.to_string() };
-    let listed = common::steps().into_iter().find(|s| s.nn() == nn || s.bin == nn);
-    let listed = listed.ok_or_else(|| format!("no step `{nn}`: give a step number 01..10 (e.g. `05`)"))?;
+    let listed = common::step(nn)?;
     let special = SPECIAL.iter().find(|(bin, ..)| *bin == listed.bin);
     let default_partner = match (listed.pair, listed.cm) {
         (true, true) => Some(Partner::Rping),
@@ -126,8 +130,10 @@ fn step(nn: &str) -> Result<Step, String> {
     })
 }
 
-fn root() -> PathBuf {
-    common::root()
+/// The project, found from the current directory (lab/check and lab/exercise run the
+/// tool from it).
+pub(crate) fn root() -> Result<PathBuf, String> {
+    common::find_root()
 }
 
 /// `exercise ARGS…`.
@@ -138,9 +144,11 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("path") if args.len() == 2 => step(&args[1]).map(|s| println!("{} src/stages/{}.rs", s.bin, s.stage)),
         Some("crate") if args.len() == 4 => {
             // Where cargo builds: lab/check runs this from the project, as it runs cargo.
-            let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
-            exercise_crate(&root(), &target, &args[1], &args[2], Path::new(&args[3]))
-                .map(|dir| println!("{} {}", dir.display(), exercise_bin(&args[1])))
+            root().and_then(|root| {
+                let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+                exercise_crate(&root, &target, &args[1], &args[2], Path::new(&args[3]))
+            })
+            .map(|dir| println!("{} {}", dir.display(), exercise_bin(&args[1])))
         }
         Some("grade") if args.len() >= 6 && args[1] == "--results" && (args.len() - 3) % 3 == 0 => {
             return grade_cmd(&args[3..], Some(Path::new(&args[2])));
@@ -184,6 +192,6 @@ mod tests {
         assert_eq!(step("08").unwrap().runs.len(), 2);
         let cm = step("10").unwrap();
         assert!(cm.partner == Some(Partner::Rping) && cm.cm, "step 10 is graded against rping");
-        assert!(step("11").err().unwrap().contains("no step `11`"));
+        assert!(step("99").err().unwrap().contains("no step `99`"));
     }
 }

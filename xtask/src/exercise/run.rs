@@ -9,7 +9,7 @@ use testkit::runner;
 use super::{Partner, Step};
 
 /// How long one program may take before it is killed and the check fails.
-pub(super) const DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
 /// Our programs give up waiting for their peer after this (`--timeout`).
 const PEER_TIMEOUT: &str = "10";
 

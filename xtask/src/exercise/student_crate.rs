@@ -96,6 +96,114 @@ pub(super) fn exercise_crate(
     Ok(krate)
 }
 
+/// The tables of a manifest, each its header line and the lines up to the next header
+/// (the lines before the first header are a table of their own, with an empty header).
+fn tables(manifest: &str) -> Vec<(String, Vec<&str>)> {
+    let mut tables: Vec<(String, Vec<&str>)> = vec![(String::new(), vec![])];
+    for line in manifest.lines() {
+        if line.starts_with('[') {
+            tables.push((line.to_string(), vec![]));
+        }
+        tables.last_mut().expect("one table at least").1.push(line);
+    }
+    tables
+}
+
+/// The workspace a class is built in (`cargo xtask grade`): one cargo run builds every
+/// student's crates side by side and shares their dependencies. Its manifest is the
+/// project's `[workspace…]` and `[profile…]` tables (profiles and lints are a workspace's,
+/// not a member's) with `members` the crates given, relative to `build`.
+pub(crate) fn class_workspace(project: &Path, build: &Path, members: &[String]) -> Result<(), String> {
+    let manifest = project.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).map_err(io_error(&manifest))?;
+    let mut toml =
+        String::from("# cargo xtask grade: every student's crates, built in one run.\n[workspace]\nresolver = \"2\"\n");
+    toml += "members = [\n";
+    for m in members {
+        toml += &format!("    \"{m}\",\n");
+    }
+    toml += "]\n";
+    for (header, lines) in tables(&text) {
+        if header.starts_with("[workspace.") || header.starts_with("[profile") {
+            toml += &format!("\n{}\n", lines.join("\n").trim_end());
+        }
+    }
+    if !text.lines().any(|l| l == "[profile.dev]") {
+        // Each crate is built once: no incremental state to keep, no debugger to feed.
+        toml += "\n[profile.dev]\ndebug = 0\nincremental = false\n";
+    }
+    std::fs::create_dir_all(build).map_err(io_error(build))?;
+    write_if_changed(&build.join("Cargo.toml"), toml.as_bytes())?;
+    let lock = project.join("Cargo.lock");
+    let copy = build.join("Cargo.lock");
+    if !copy.exists() {
+        std::fs::copy(&lock, &copy).map_err(io_error(&lock))?;
+    }
+    Ok(())
+}
+
+/// One student's crate for step `bin` in a class's workspace, at `krate`: a member of it
+/// (no `[workspace]`, `[profile]` or tests' tables), with step `bin` its one binary, the
+/// package and binary named after `prefix` (`alice-`), so no two students' binaries share
+/// a name in the one target directory. Every file is a copy, not a link: the grader hides the project's sources
+/// from the students' code in the lab VM, so the copy must not need them, and it leaves
+/// out the stage the student wrote, so the reference's answer is not in it.
+pub(crate) fn class_crate(
+    project: &Path,
+    krate: &Path,
+    prefix: &str,
+    bin: &str,
+    stage_file: &str,
+    student: &Path,
+) -> Result<(), String> {
+    let manifest = project.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).map_err(io_error(&manifest))?;
+    let mut toml = String::new();
+    for (header, lines) in tables(&text) {
+        let member_of_class = header.starts_with("[workspace") || header.starts_with("[profile");
+        // Of the steps, only the one graded: the others would be built for nothing.
+        let other_step = header == "[[bin]]" && !lines.contains(&format!("name = \"{bin}\"").as_str());
+        if member_of_class || other_step || LEFT_OUT.iter().any(|t| header.starts_with(t)) {
+            continue;
+        }
+        for line in lines {
+            let name = line.strip_prefix("name = \"").and_then(|n| n.strip_suffix('"'));
+            match name {
+                Some("rdma-dissect") => toml += &format!("name = \"rdma-dissect-{prefix}{bin}\"\n"),
+                Some(name) if header == "[[bin]]" => toml += &format!("name = \"{prefix}{name}\"\n"),
+                _ => toml += &format!("{line}\n"),
+            }
+        }
+    }
+    toml += "\n[lib]\nname = \"rdma_dissect\"\npath = \"src/lib.rs\"\n";
+    if krate.exists() {
+        std::fs::remove_dir_all(krate).map_err(io_error(krate))?;
+    }
+    std::fs::create_dir_all(krate).map_err(io_error(krate))?;
+    std::fs::write(krate.join("Cargo.toml"), toml).map_err(io_error(krate))?;
+    for dir in LINKED.iter().chain(&["src"]) {
+        copy_tree(&project.join(dir), &krate.join(dir))?;
+    }
+    let stage = krate.join(stage_file);
+    std::fs::copy(student, &stage).map_err(io_error(student))?;
+    Ok(())
+}
+
+/// `cp -r from to` for a tree of directories and regular files (symlinks are followed).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(io_error(to))?;
+    for entry in std::fs::read_dir(from).map_err(io_error(from))? {
+        let path = entry.map_err(io_error(from))?.path();
+        let dest = to.join(path.file_name().expect("an entry has a name"));
+        if path.is_dir() {
+            copy_tree(&path, &dest)?;
+        } else {
+            std::fs::copy(&path, &dest).map_err(io_error(&path))?;
+        }
+    }
+    Ok(())
+}
+
 /// An I/O error as a message naming the file.
 fn io_error(path: &Path) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{}: {e}", path.display())

@@ -1,0 +1,109 @@
+//! The class grader (issue 40): a synthetic class, one hand-in of each kind (`cargo xtask
+//! grade synth`), and one more handed in as a student does, `lab/submit --to` a git
+//! remote, all graded by `lab/grade` in one lab VM boot. Every verdict must be the one
+//! intended — the forged all-pass self-check changes nothing — and every report must parse:
+//! JUnit with its provenance, the Moodle CSV, Gradescope's results.json (`grade report`
+//! checks each against its schema). Run it under the machine's VM lock:
+//! `flock /tmp/vm.lock cargo test --test host_vms grade::`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.current_dir(root()).output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    text
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The fields of one CSV line (quoted fields may hold commas and doubled quotes).
+fn csv_fields(line: &str) -> Vec<String> {
+    let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(std::mem::take(&mut field)),
+            (c, _) => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields
+}
+
+#[test]
+fn a_class_of_every_kind_grades_as_intended() {
+    let dir = root().join("target/grade-test");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let handins = dir.join("handins");
+    run(Command::new("cargo").args(["xtask", "grade", "synth"]).arg(&handins).arg("11"));
+
+    // A student's own hand-in, pushed: the reference's stage, in their exercises/.
+    let remote = dir.join("remote.git");
+    run(Command::new("git").args(["init", "--quiet", "--bare"]).arg(&remote));
+    let mine = dir.join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::copy(root().join("src/stages/modify_qp_rtr.rs"), mine.join("05_modify_qp_rtr.rs")).unwrap();
+    run(Command::new(root().join("lab/submit")).arg("--to").arg(&remote).env("LAB_EXERCISES", &mine));
+    let account = run(Command::new("id").arg("-un")).trim().to_string();
+    let pushed = run(Command::new("git").arg("-C").arg(&remote).args(["rev-parse", &format!("hand-in/{account}")]));
+    let nothing = Command::new(root().join("lab/submit")).env("LAB_EXERCISES", dir.join("empty")).output().unwrap();
+    assert!(!nothing.status.success(), "lab/submit handed in nothing");
+    assert!(String::from_utf8_lossy(&nothing.stderr).contains("nothing to hand in"));
+
+    let class = dir.join("class");
+    let text = run(Command::new(root().join("lab/grade"))
+        .arg("--out")
+        .arg(&class)
+        .args(["--steps", "05"])
+        .arg(&handins)
+        .arg(&remote));
+    println!("{text}");
+    run(Command::new("cargo").args(["xtask", "grade", "verify"]).arg(&class).arg(handins.join("intended.tsv")));
+    let mine_results = read(&class.join(format!("results/{account}.tsv")));
+    assert!(mine_results.starts_with("05\tpass\t"), "{mine_results}");
+
+    // The reports: JUnit with what was graded, the CSV, results.json.
+    for student in ["s01-complete", "s11-forged", account.as_str()] {
+        let junit = read(&class.join(format!("reports/junit/{student}.xml")));
+        testkit::check_xml(&junit).unwrap_or_else(|e| panic!("{student}'s JUnit: {e}\n{junit}"));
+        for property in ["student", "timestamp", "grader_version", "sha256:exercises/05_modify_qp_rtr.rs"] {
+            assert!(junit.contains(&format!("<property name=\"{property}\"")), "{student}: no {property}\n{junit}");
+        }
+        assert!(class.join(format!("reports/gradescope/{student}/results.json")).is_file());
+    }
+    let forged = read(&class.join("reports/junit/s11-forged.xml"));
+    assert!(forged.contains("failures=\"1\""), "the forged self-check counted:\n{forged}");
+    let junit = read(&class.join(format!("reports/junit/{account}.xml")));
+    assert!(junit.contains(&format!("<property name=\"commit\" value=\"{}\"/>", pushed.trim())), "{junit}");
+    let csv = read(&class.join("reports/moodle.csv"));
+    let rows: Vec<Vec<String>> = csv.lines().map(csv_fields).collect();
+    assert_eq!(rows[0], ["username", "05_modify_qp_rtr", "total", "feedback"]);
+    assert_eq!(rows.len(), 13, "a header and 12 students:\n{csv}");
+    for row in &rows[1..] {
+        assert_eq!(row.len(), 4, "{row:?}");
+        assert_eq!(row[1], if row[0] == "s01-complete" || row[0] == account { "1" } else { "0" }, "{row:?}");
+    }
+
+    // Graded students are not graded again.
+    let again = run(Command::new(root().join("lab/grade"))
+        .arg("--out")
+        .arg(&class)
+        .args(["--steps", "05"])
+        .arg(&handins)
+        .arg(&remote));
+    assert!(again.contains("0 to grade"), "{again}");
+}

@@ -1,0 +1,283 @@
+//! The class's reports: JUnit XML per student with what was graded (properties), a CSV
+//! Moodle's gradebook imports, and Gradescope's `results.json` per student.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::{graded_steps, io, key_values, students};
+use crate::exercise::{junit_xml, parse_results, Verdict};
+
+/// A report keeps this much of one failure's text: a flood of output is the student's
+/// failure, not the gradebook's.
+const MAX_MESSAGE: usize = 16 * 1024;
+
+fn capped(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[… {} more bytes left out]", &message[..end], message.len() - end)
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (Howard Hinnant's civil_from_days).
+pub(crate) fn utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// A JSON string literal.
+pub(crate) fn json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out += "\\\"",
+            '\\' => out += "\\\\",
+            '\n' => out += "\\n",
+            '\r' => out += "\\r",
+            '\t' => out += "\\t",
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A CSV field, quoted.
+fn csv(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// Gradescope's results.json for one student: a test per step graded, 1 point each, the
+/// report of a failure as the test's output (the autograder specification's format).
+pub(crate) fn gradescope_json(verdicts: &[Verdict], bins: &[String]) -> String {
+    let score = verdicts.iter().filter(|v| v.passed).count();
+    let time: f64 = verdicts.iter().map(|v| v.seconds).sum();
+    let mut tests = Vec::new();
+    for (v, bin) in verdicts.iter().zip(bins) {
+        tests.push(format!(
+            "    {{\"name\": {}, \"number\": {}, \"score\": {}, \"max_score\": 1, \"status\": {}, \"output\": {}, \"visibility\": \"visible\"}}",
+            json_string(bin),
+            json_string(&v.nn),
+            u8::from(v.passed),
+            json_string(if v.passed { "passed" } else { "failed" }),
+            json_string(&capped(&v.message)),
+        ));
+    }
+    format!(
+        "{{\n  \"score\": {score},\n  \"execution_time\": {},\n  \"output\": {},\n  \"stdout_visibility\": \"hidden\",\n  \"tests\": [\n{}\n  ]\n}}\n",
+        time.round() as u64,
+        json_string(&format!("{score} of {} steps behave like the reference", verdicts.len())),
+        tests.join(",\n")
+    )
+}
+
+/// Gradescope's results.json format, as a JSON Schema written from its documentation.
+const GRADESCOPE_SCHEMA: &str = include_str!("gradescope-results.schema.json");
+
+/// What of `value` does not fit `schema`, with where (`$.tests[0].status`): the part of
+/// JSON Schema the Gradescope schema uses (type, enum, required, properties,
+/// additionalProperties: false, items, anyOf).
+pub(crate) fn schema_errors(schema: &serde_json::Value, value: &serde_json::Value, at: &str) -> Vec<String> {
+    use serde_json::Value;
+    let mut errors = Vec::new();
+    let type_ok = |t: &str| match t {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "boolean" => value.is_boolean(),
+        _ => false,
+    };
+    match schema.get("type") {
+        Some(Value::String(t)) if !type_ok(t) => errors.push(format!("{at}: not of type {t}")),
+        Some(Value::Array(ts)) if !ts.iter().filter_map(Value::as_str).any(type_ok) => {
+            errors.push(format!("{at}: not of any type {ts:?}"))
+        }
+        _ => {}
+    }
+    if let Some(Value::Array(allowed)) = schema.get("enum") {
+        if !allowed.contains(value) {
+            errors.push(format!("{at}: {value} is not one of {allowed:?}"));
+        }
+    }
+    if let Some(Value::Array(any)) = schema.get("anyOf") {
+        if !any.iter().any(|s| schema_errors(s, value, at).is_empty()) {
+            errors.push(format!("{at}: fits none of anyOf"));
+        }
+    }
+    if let Value::Object(object) = value {
+        for key in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+            if !object.contains_key(key) {
+                errors.push(format!("{at}: `{key}` is required"));
+            }
+        }
+        let properties = schema.get("properties").and_then(Value::as_object);
+        for (key, v) in object {
+            match properties.and_then(|p| p.get(key)) {
+                Some(s) => errors.extend(schema_errors(s, v, &format!("{at}.{key}"))),
+                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                    errors.push(format!("{at}: `{key}` is not a property Gradescope knows"))
+                }
+                None => {}
+            }
+        }
+    }
+    if let (Value::Array(items), Some(s)) = (value, schema.get("items")) {
+        for (i, v) in items.iter().enumerate() {
+            errors.extend(schema_errors(s, v, &format!("{at}[{i}]")));
+        }
+    }
+    errors
+}
+
+/// `text` as Gradescope's results.json, or what is wrong with it.
+pub(crate) fn check_gradescope(text: &str) -> Result<(), String> {
+    let schema: serde_json::Value = serde_json::from_str(GRADESCOPE_SCHEMA).map_err(|e| format!("the schema: {e}"))?;
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let errors = schema_errors(&schema, &value, "$");
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// `grade report CLASS`: the reports of every student graded so far, in CLASS/reports/.
+pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
+    let steps = graded_steps(class)?;
+    let bins: Vec<String> = steps.iter().map(|s| s.bin.clone()).collect();
+    let reports = class.join("reports");
+    for dir in ["junit", "gradescope"] {
+        std::fs::create_dir_all(reports.join(dir)).map_err(io(&reports))?;
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut table = format!("username,{},total,feedback\n", bins.iter().map(|b| csv(b)).collect::<Vec<_>>().join(","));
+    let mut graded = 0;
+    for name in students(class)? {
+        let path = class.join("results").join(format!("{name}.tsv"));
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let verdicts = parse_results(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        graded += 1;
+        let graded_at = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(now, |d| d.as_secs());
+        let handin = key_values(&class.join("students").join(&name).join("handin.tsv"));
+        let value = |key: &str| handin.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        let mut props = vec![
+            ("student".to_string(), name.clone()),
+            ("commit".to_string(), value("commit").unwrap_or_else(|| "none (an archive, not a git push)".into())),
+            ("source".to_string(), value("source").unwrap_or_default()),
+            ("timestamp".to_string(), utc(graded_at)),
+            ("grader_version".to_string(), version.to_string()),
+        ];
+        for (k, v) in &handin {
+            if k == "file" {
+                if let Some((bin, sha)) = v.split_once('\t') {
+                    props.push((format!("sha256:exercises/{bin}.rs"), sha.to_string()));
+                }
+            } else if k.starts_with("claimed_") || k.ends_with("_error") {
+                props.push((k.clone(), v.clone()));
+            }
+        }
+        let capped_verdicts: Vec<Verdict> = verdicts
+            .iter()
+            .map(|v| Verdict { nn: v.nn.clone(), passed: v.passed, seconds: v.seconds, message: capped(&v.message) })
+            .collect();
+        let junit = reports.join("junit").join(format!("{name}.xml"));
+        std::fs::write(&junit, junit_xml(&format!("rdma-dissect grade: {name}"), &capped_verdicts, &props))
+            .map_err(io(&junit))?;
+        let gs = reports.join("gradescope").join(&name);
+        std::fs::create_dir_all(&gs).map_err(io(&gs))?;
+        let json = gradescope_json(&verdicts, &bins);
+        check_gradescope(&json).map_err(|e| format!("the results.json of {name} is not Gradescope's format: {e}"))?;
+        std::fs::write(gs.join("results.json"), json).map_err(io(&gs))?;
+        let cells: Vec<String> = bins
+            .iter()
+            .map(|b| {
+                verdicts
+                    .iter()
+                    .find(|v| b.starts_with(&v.nn))
+                    .map_or("0", |v| if v.passed { "1" } else { "0" })
+                    .to_string()
+            })
+            .collect();
+        let total = verdicts.iter().filter(|v| v.passed).count();
+        let feedback = verdicts
+            .iter()
+            .find(|v| !v.passed)
+            .map_or(String::new(), |v| format!("{}: {}", v.nn, v.message.lines().next().unwrap_or_default()));
+        let _ = writeln!(table, "{},{},{total},{}", csv(&name), cells.join(","), csv(&feedback));
+    }
+    let moodle = reports.join("moodle.csv");
+    std::fs::write(&moodle, table).map_err(io(&moodle))?;
+    eprintln!("grade: reports for {graded} students in {}", reports.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_is_rfc3339() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(1_795_734_000), "2026-11-26T23:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn json_strings_escape_what_json_requires() {
+        assert_eq!(json_string("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+    }
+
+    #[test]
+    fn results_json_is_gradescopes_format() {
+        let verdicts = [
+            Verdict { nn: "05".into(), passed: true, seconds: 12.5, message: "2 runs".into() },
+            Verdict { nn: "06".into(), passed: false, seconds: 3.0, message: "a hole \"x\"\n  at line 3".into() },
+        ];
+        let json = gradescope_json(&verdicts, &["05_modify_qp_rtr".into(), "06_modify_qp_rts".into()]);
+        check_gradescope(&json).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!((v["score"].as_u64(), v["tests"][1]["status"].as_str()), (Some(1), Some("failed")));
+        assert_eq!(v["tests"][1]["output"], "a hole \"x\"\n  at line 3");
+    }
+
+    #[test]
+    fn the_schema_check_finds_what_gradescope_would_refuse() {
+        for (bad, why) in [
+            (r#"{"output": "no score, no tests"}"#, "fits none of anyOf"),
+            (r#"{"score": "12"}"#, "$.score: not of type number"),
+            (r#"{"tests": [{"status": "ok"}]}"#, "$.tests[0].status"),
+            (r#"{"score": 1, "grade": 1}"#, "`grade` is not a property"),
+        ] {
+            let err = check_gradescope(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_long_failure_is_capped_in_the_reports() {
+        let long = "x".repeat(MAX_MESSAGE + 10);
+        assert!(capped(&long).ends_with("[… 10 more bytes left out]"));
+        assert_eq!(capped("short"), "short");
+    }
+}

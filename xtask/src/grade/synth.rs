@@ -1,0 +1,183 @@
+//! A synthetic class: hand-ins made from the reference, each of a kind whose verdict is
+//! known, for the grader's test (one of each kind) and its benchmark (thirty).
+//!
+//! Every hand-in is step 05 (`modify_qp_rtr`: attributes, a mask and an exchange, the
+//! stage with the most to get wrong), as an unpacked `lab/submit` hand-in: `NAME/exercises/
+//! 05_modify_qp_rtr.rs` and `NAME/manifest.txt`. `intended.tsv` says, per student, `pass`
+//! or `fail` and a phrase the report must hold.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::handin::{sha256, Manifest};
+use crate::exercise::exercise_text;
+
+/// The step every synthetic hand-in is.
+pub(crate) const STEP: &str = "05";
+const BIN: &str = "05_modify_qp_rtr";
+
+/// A kind of hand-in: its name, how it is made from the reference's stage, its verdict
+/// (`pass`, or a phrase of the failure's report).
+struct Kind {
+    name: &'static str,
+    make: fn(&str, &Path) -> Result<String, String>,
+    verdict: &'static str,
+}
+
+fn replace(text: &str, from: &str, to: &str) -> Result<String, String> {
+    if !text.contains(from) {
+        return Err(format!("src/stages/modify_qp_rtr.rs no longer holds `{from}`: update grade/synth.rs"));
+    }
+    Ok(text.replacen(from, to, 1))
+}
+
+/// The body of `modify_qp_rtr` starts with `code`.
+fn first_in_modify(text: &str, code: &str) -> Result<String, String> {
+    let head = "pub fn modify_qp_rtr(qp: &Qp, dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> Result<()> {\n";
+    replace(text, head, &format!("{head}    {code}\n"))
+}
+
+const KINDS: [Kind; 11] = [
+    Kind { name: "complete", make: |t, _| Ok(t.to_string()), verdict: "pass" },
+    Kind { name: "holes", make: |_, _| exercise_text(STEP), verdict: "a hole is still empty" },
+    Kind {
+        name: "mask",
+        make: |t, _| {
+            replace(
+                t,
+                "| IBV_QP_MAX_DEST_RD_ATOMIC.0\n        | IBV_QP_MIN_RNR_TIMER.0,",
+                "| IBV_QP_MAX_DEST_RD_ATOMIC.0,",
+            )
+        },
+        verdict: "IBV_QP_MIN_RNR_TIMER",
+    },
+    Kind {
+        // The server waits for the client's `done` before it sends its address, which the
+        // client waits for: each waits for the other.
+        name: "order",
+        make: |t, _| {
+            let t = replace(t, "conn.send(self.local)?;", "SEND")?;
+            let t = replace(&t, "conn.recv_done()?;", "conn.send(self.local)?;")?;
+            replace(&t, "SEND", "conn.recv_done()?;")
+        },
+        verdict: "fail",
+    },
+    Kind {
+        name: "compile",
+        make: |t, _| first_in_modify(t, "let psn: u32 = \"not a number\";"),
+        verdict: "does not compile",
+    },
+    Kind {
+        name: "loop",
+        make: |t, _| first_in_modify(t, "loop { std::hint::spin_loop(); }"),
+        verdict: "still running after",
+    },
+    Kind {
+        name: "forkbomb",
+        make: |t, _| {
+            first_in_modify(t, "loop { let _ = std::process::Command::new(\"/bin/sh\").args([\"-c\", \"f() { f & f & }; f\"]).spawn(); }")
+        },
+        verdict: "still running after",
+    },
+    Kind {
+        name: "flood",
+        make: |t, _| first_in_modify(t, "loop { println!(\"{}\", \"flood \".repeat(1000)); }"),
+        verdict: "bytes of output",
+    },
+    Kind {
+        // The reference's own stage, by its path in the instructor's checkout: what a
+        // student who knows where the project lives would try.
+        name: "answer",
+        make: |_, project| {
+            let answer = project.join("src/stages/modify_qp_rtr.rs");
+            Ok(format!("#[path = \"{}\"]\nmod answer;\npub use answer::*;\n", answer.display()))
+        },
+        verdict: "does not compile",
+    },
+    Kind { name: "panic", make: |t, _| first_in_modify(t, "panic!(\"not today\");"), verdict: "panicked" },
+    // Holes left, with an all-pass self-check and JUnit file of its own making beside
+    // them (FORGED): the grader reads neither.
+    Kind { name: "forged", make: |_, _| exercise_text(STEP), verdict: "a hole is still empty" },
+];
+
+/// What the `forged` hand-in adds: the verdicts and JUnit file of a `lab/check` that
+/// passed, as a student could write them by hand.
+const FORGED: [(&str, &str); 2] = [
+    ("self-check.tsv", "05\tpass\t1.000\t2 runs, 40 trace lines, all as the reference's\n"),
+    (
+        "lab-check.xml",
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"lab/check\" tests=\"1\" failures=\"0\" errors=\"0\" time=\"1.000\">\n  <testsuite name=\"lab/check\" tests=\"1\" failures=\"0\" errors=\"0\" time=\"1.000\">\n    <testcase classname=\"lab.check\" name=\"05_modify_qp_rtr\" time=\"1.000\"/>\n  </testsuite>\n</testsuites>\n",
+    ),
+];
+
+/// `grade synth OUT N`: N hand-ins in OUT, the kinds in turn (N = 11: one of each), and
+/// OUT/intended.tsv (`NAME<TAB>pass|fail<TAB>phrase`).
+pub(crate) fn synth_cmd(out: &Path, n: usize) -> Result<(), String> {
+    let project = crate::exercise::root()?;
+    let reference_path = project.join("src/stages/modify_qp_rtr.rs");
+    let reference =
+        std::fs::read_to_string(&reference_path).map_err(|e| format!("{}: {e}", reference_path.display()))?;
+    let mut intended = String::new();
+    for i in 0..n {
+        let kind = &KINDS[i % KINDS.len()];
+        let name = format!("s{:02}-{}", i + 1, kind.name);
+        let text = (kind.make)(&reference, &project)?;
+        let dir = out.join(&name);
+        std::fs::create_dir_all(dir.join("exercises")).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let file = dir.join(format!("exercises/{BIN}.rs"));
+        std::fs::write(&file, &text).map_err(|e| format!("{}: {e}", file.display()))?;
+        let manifest = Manifest {
+            account: name.clone(),
+            host: "synthetic".into(),
+            time: "2026-11-26T00:00:00Z".into(),
+            commit: "synthetic".into(),
+            files: vec![(format!("{BIN}.rs"), sha256(text.as_bytes()))],
+        };
+        std::fs::write(dir.join("manifest.txt"), manifest.text()).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if kind.name == "forged" {
+            for (file, text) in FORGED {
+                std::fs::write(dir.join(file), text).map_err(|e| format!("{}: {e}", dir.display()))?;
+            }
+        }
+        let verdict = if kind.verdict == "pass" { "pass\t" } else { "fail\t" };
+        let phrase = if matches!(kind.verdict, "pass" | "fail") { "" } else { kind.verdict };
+        let _ = writeln!(intended, "{name}\t{verdict}{phrase}");
+    }
+    let path = out.join("intended.tsv");
+    std::fs::write(&path, intended).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `grade verify CLASS INTENDED`: every student's verdict of step 05 against the one
+/// intended; the differences, one a line, and an error when there is one.
+pub(crate) fn verify_cmd(class: &Path, intended: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(intended).map_err(|e| format!("{}: {e}", intended.display()))?;
+    let mut wrong = Vec::new();
+    let mut count = 0;
+    for line in text.lines() {
+        let [name, verdict, phrase] = line.split('\t').collect::<Vec<_>>()[..] else {
+            return Err(format!("{}: not `NAME<TAB>VERDICT<TAB>PHRASE`: {line:?}", intended.display()));
+        };
+        count += 1;
+        let results = class.join("results").join(format!("{name}.tsv"));
+        let Ok(results) = std::fs::read_to_string(&results) else {
+            wrong.push(format!("{name}: not graded"));
+            continue;
+        };
+        let verdicts = crate::exercise::parse_results(&results)?;
+        let Some(v) = verdicts.iter().find(|v| v.nn == STEP) else {
+            wrong.push(format!("{name}: no verdict for step {STEP}"));
+            continue;
+        };
+        let got = if v.passed { "pass" } else { "fail" };
+        if got != verdict || !v.message.contains(phrase) {
+            let first = v.message.lines().next().unwrap_or_default();
+            wrong.push(format!("{name}: intended {verdict} ({phrase}), got {got}: {first}"));
+        }
+    }
+    if wrong.is_empty() {
+        println!("all {count} verdicts as intended");
+        Ok(())
+    } else {
+        Err(format!("{} of {count} verdicts not as intended:\n  {}", wrong.len(), wrong.join("\n  ")))
+    }
+}
