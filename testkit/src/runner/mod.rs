@@ -4,6 +4,9 @@
 //! play a role: our step, the C tool it dissects, or rping. The tests, the exercise grader
 //! and, through `cargo xtask run`, the lab scripts run steps through it.
 //!
+//! Across two hosts ([`Run::across`]) each host's runner runs one role, and the two runners
+//! keep the same order over a TCP connection of their own ([`peer_link_port`]).
+//!
 //! ```no_run
 //! use testkit::runner::{Player, Run};
 //! // Our 08_poll_cq as the client of the C ibv_rc_pingpong, 100 iterations.
@@ -13,6 +16,7 @@
 //! }
 //! ```
 
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::process::{Command, ExitStatus, Output};
 use std::time::{Duration, Instant};
 
@@ -92,6 +96,15 @@ pub struct Meeting {
     pub addr: String,
 }
 
+/// One role of a run across two hosts: the other host's runner runs the other role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Across {
+    /// The role this host runs.
+    pub role: Role,
+    /// The server's host address: the pair's client's host argument, both `cm` sides' `-a`.
+    pub server: String,
+}
+
 /// One run of a step: who plays each role, with which flags, under which wrapper.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -118,8 +131,11 @@ pub struct Run {
     pub client_wrap: Vec<String>,
     /// Pass the device's `-d -i -g` (`alone` and `pair`; rdma_cm finds the device by `-a`).
     pub device: bool,
-    /// The TCP port; a free one of testkit's ([`tcp_port`]) when None.
+    /// The TCP port; a free one of testkit's ([`tcp_port`]) when None (a run across hosts
+    /// needs it: both runners must name the same).
     pub port: Option<u16>,
+    /// Only one role runs here, the other on another host (None: every role runs here).
+    pub across: Option<Across>,
     /// How long the whole run may take; what is still running then is killed.
     pub timeout: Duration,
     /// When this role's process fails, the others get this long more and are then killed
@@ -206,6 +222,7 @@ impl Run {
             client_wrap: Vec::new(),
             device: true,
             port: None,
+            across: None,
             timeout: TIMEOUT,
             after_failure: None,
         }
@@ -312,15 +329,30 @@ impl Run {
         Ok(cmd)
     }
 
+    /// Runs only `role` here, the other role on the host at `server_addr`'s side (see
+    /// [`Across`]); both runners need the same [`Run::port`].
+    pub fn across(mut self, role: Role, server_addr: &str) -> Run {
+        self.across = Some(Across { role, server: server_addr.into() });
+        self
+    }
+
     /// Where this run's server waits: a free port of testkit's unless one was given, on
-    /// `127.0.0.1` for `pair` and on the device's IPv4 address for `cm`.
+    /// `127.0.0.1` for `pair` and on the device's IPv4 address for `cm` — across hosts, on
+    /// the server's host address.
     pub fn meeting(&self) -> Meeting {
         let port = self.port.unwrap_or_else(tcp_port);
-        let addr = match self.step.roles {
-            Roles::Cm => cm_addr(),
-            Roles::Alone | Roles::Pair => "127.0.0.1".into(),
+        let addr = match (&self.across, self.step.roles) {
+            (Some(across), _) => across.server.clone(),
+            (None, Roles::Cm) => cm_addr(),
+            (None, Roles::Alone | Roles::Pair) => "127.0.0.1".into(),
         };
         Meeting { port, addr }
+    }
+
+    /// The roles whose processes run here: the kind's, or across hosts the one of this host.
+    fn roles_here(&self) -> Vec<Option<Role>> {
+        let roles = self.step.roles.roles().iter().copied();
+        roles.filter(|r| self.across.as_ref().is_none_or(|a| *r == Some(a.role))).collect()
     }
 
     /// Runs the step in its roles and returns what each process did, in the order they
@@ -343,7 +375,16 @@ impl Run {
 
     /// [`Run::run`], or why it cannot start.
     pub fn try_run(&self) -> Result<Vec<Ran>, String> {
-        for &role in self.step.roles.roles() {
+        if self.across.is_some() {
+            if self.step.roles == Roles::Alone {
+                return Err(format!("{} runs alone: it has no roles to run across hosts", self.step.bin));
+            }
+            if self.port.is_none() {
+                return Err("across hosts, both runners must be given the same port".into());
+            }
+        }
+        let roles = self.roles_here();
+        for &role in &roles {
             self.player(role).program(&self.step)?;
         }
         // The device is asked only when its flags are passed (rdma_cm's address asks it too).
@@ -356,29 +397,59 @@ impl Run {
         };
         let at =
             if self.step.roles == Roles::Alone { Meeting { port: 0, addr: String::new() } } else { self.meeting() };
+        let link_port = if self.across.is_some() { peer_link_port(at.port)? } else { 0 };
         let mut commands = Vec::new();
-        for &role in self.step.roles.roles() {
+        for &role in &roles {
             commands.push((role, self.command(role, &dev, &at)?));
         }
         let deadline = Instant::now() + self.timeout;
         let watch = Watch::default();
         let mut procs: Vec<Proc> = Vec::new();
+        let mut link = None;
+        let listener = match &self.across {
+            Some(a) if a.role == Role::Server => Some(link_listener(link_port)?),
+            _ => None,
+        };
         for (role, command) in commands {
             if role == Some(Role::Client) {
                 // The server first: the C client does not retry a refused connect, and a CM
-                // client is rejected while nobody listens.
-                while !self.ready(&at)
-                    && Instant::now() < deadline
-                    && procs[0].child.try_wait().ok().flatten().is_none()
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+                // client is rejected while nobody listens. Across hosts, the server's runner
+                // says when (it accepts the peer link).
+                link = match self.across {
+                    None => {
+                        self.wait_ready(&at, procs.first_mut(), deadline);
+                        None
+                    }
+                    Some(_) => Some(link_to(&at.addr, link_port, deadline)?),
+                };
             }
             let child = spawn_as(Command::new(&command[0]), &command[0], &command[1..]);
             procs.push(watch.start(role, self.player(role).clone(), command, child, deadline));
+            if let Some(listener) = &listener {
+                self.wait_ready(&at, procs.first_mut(), deadline);
+                link = accept_link(listener, &mut procs[0], deadline);
+            }
         }
-        watch.finish(&mut procs, &self.step, self.after_failure);
+        // The peer link's end is the other host's runner's end: it is watched as a process of
+        // this run's would be (a C tool here that outlasts the step is then stopped).
+        let peer = link.as_ref().and_then(|l| l.try_clone().ok()).map(|l| watch.peer(l));
+        watch.finish(&mut procs, &self.step, self.after_failure, peer);
+        // Our end: the other runner's watch sees the peer link close.
+        if let Some(l) = link {
+            let _ = l.shutdown(Shutdown::Both);
+        }
         Ok(procs.into_iter().map(Proc::into_ran).collect())
+    }
+
+    /// Waits until the server is ready for its client, the server has exited, or `deadline`.
+    fn wait_ready(&self, at: &Meeting, server: Option<&mut Proc>, deadline: Instant) {
+        let mut server = server;
+        while !self.ready(at)
+            && Instant::now() < deadline
+            && server.as_mut().is_none_or(|p| p.child.try_wait().ok().flatten().is_none())
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The server is ready for its client: one arm per kind of roles.
@@ -387,6 +458,50 @@ impl Run {
             Roles::Alone => true,
             Roles::Pair => listening(at.port),
             Roles::Cm => cm_listening(&at.addr, at.port),
+        }
+    }
+}
+
+/// The TCP port of the two runners' own connection in a run across hosts: the one after the
+/// run's port. The server's runner accepts it once its server is ready; the client's runner starts
+/// its client once connected; each closes it when its process has ended, which the other
+/// watches. (Probing the server's own port would take the one connection it accepts.)
+pub fn peer_link_port(port: u16) -> Result<u16, String> {
+    port.checked_add(1).ok_or_else(|| format!("port {port}: the runners' link needs the port after it"))
+}
+
+/// The server's runner's side of the peer link, bound before anything starts.
+fn link_listener(port: u16) -> Result<TcpListener, String> {
+    let listener =
+        TcpListener::bind(("0.0.0.0", port)).map_err(|e| format!("the runners' link on port {port}: {e}"))?;
+    listener.set_nonblocking(true).map_err(|e| format!("the runners' link on port {port}: {e}"))?;
+    Ok(listener)
+}
+
+/// Accepts the client's runner, once the server is ready: None when the deadline passes or
+/// the server exits first (then there is nobody to link to, and the run ends as the
+/// server does).
+fn accept_link(listener: &TcpListener, server: &mut Proc, deadline: Instant) -> Option<TcpStream> {
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => return stream.set_nonblocking(false).is_ok().then_some(stream),
+            Err(_) if Instant::now() < deadline && server.child.try_wait().ok().flatten().is_none() => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The client's runner's side of the peer link: connects to the server's runner, retrying
+/// until the deadline (it accepts only once its server is ready).
+fn link_to(host: &str, port: u16, deadline: Instant) -> Result<TcpStream, String> {
+    let addrs: Vec<_> = (host, port).to_socket_addrs().map_err(|e| format!("{host}: {e}"))?.collect();
+    loop {
+        match addrs.iter().find_map(|a| TcpStream::connect_timeout(a, Duration::from_secs(1)).ok()) {
+            Some(stream) => return Ok(stream),
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            None => return Err(format!("the server's runner on {host} never said its server was ready (port {port})")),
         }
     }
 }
