@@ -9,7 +9,7 @@
 //! cargo xtask exercise …              the classroom kit: a student's copy of a stage, and
 //!                                     grading it on the device (see exercise/)
 //! cargo xtask run NN [--peer …] …     step NN in its roles on the device: the server,
-//!                                     then its client (testkit's runner; see run.rs)
+//!                                     then its client (testkit's runner and its cli.rs)
 //! cargo xtask new-step NN_name alone|pair|cm [--base NN]
 //!                                     add a step: everything steps/list.txt implies, as a
 //!                                     skeleton (`--remove NN_name` takes it out; see
@@ -25,4 +25,3 @@ pub mod bench;
 pub mod book;
 pub mod exercise;
 pub mod new_step;
-pub mod run;

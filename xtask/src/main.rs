@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use xtask::{bench, book, exercise, new_step, run};
+use xtask::{bench, book, exercise, new_step};
 
 const USAGE: &str =
     "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask book [--check] | cargo xtask exercise … | \
@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     match owned.first().map(String::as_str) {
         Some("exercise") => return exercise::main(&owned[1..]),
         Some("book") => return book::main(&owned[1..]),
-        Some("run") => return run::main(&owned[1..]),
+        Some("run") => return testkit::runner::cli::main(&owned[1..]),
         Some("new-step") => return new_step::main(&owned[1..]),
         _ => {}
     }

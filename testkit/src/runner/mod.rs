@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use rdma_dissect::role::Role;
 
+pub mod cli;
 mod watch;
 
 use crate::cm::{cm_addr, cm_listening};

@@ -1,5 +1,5 @@
-//! `cargo xtask run NN …`: a step in its roles, through testkit's runner (the one place
-//! that starts a server and then its client), for the lab scripts and for people.
+//! `cargo xtask run NN …`: a step in its roles, through the runner (the one place that
+//! starts a server and then its client), for the lab scripts and for people.
 //!
 //! ```text
 //! cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] [--client WHO]
@@ -14,7 +14,7 @@
 //! the role's label (`valgrind --log-file=/tmp/{role}.log`). `--host ADDR` runs the step
 //! across two hosts: only the `--as` role runs here, ADDR is the server's host address, and
 //! the other host runs the same command with the other `--as` and the same `--port`; the
-//! two runners keep the order between them (testkit's `runner::peer_link_port`). FLAGS after `--` go to every
+//! two runners keep the order between them ([`super::peer_link_port`]). FLAGS after `--` go to every
 //! process. Each role's output is printed labelled (`[server] …`; an `alone` step's as it
 //! is), or with `--out DIR` written to `DIR/ROLE` (stdout, then stderr) and `DIR/ROLE.status`
 //! (the exit code; `stopped` for a C tool stopped once it had done its part, `killed` for
@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use super::{Player, Ran, Run};
 use rdma_dissect::role::Role;
-use testkit::runner::{Player, Ran, Run};
 
 const USAGE: &str = "usage: cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] \
 [--client WHO] [--wrap CMD] [--server-wrap CMD] [--client-wrap CMD] [--server-flags FLAGS] [--client-flags FLAGS] \
@@ -67,7 +67,7 @@ fn parse(args: &[String]) -> Result<Asked, String> {
         None => (args, &args[..0]),
     };
     let (which, opts) = opts.split_first().ok_or("which step? (a number of steps/list.txt)")?;
-    let step = testkit::step(which)?;
+    let step = crate::step(which)?;
     let mut pairs = Vec::new();
     let mut it = opts.iter();
     while let Some(opt) = it.next() {
@@ -78,7 +78,7 @@ fn parse(args: &[String]) -> Result<Asked, String> {
     if let Some((bad, _)) = pairs.iter().find(|(o, _)| !OPTIONS.contains(o)) {
         return Err(format!("unknown option {bad}"));
     }
-    let bins = value("--bin-dir").map_or_else(|| testkit::root().join("target/debug"), PathBuf::from);
+    let bins = value("--bin-dir").map_or_else(|| crate::root().join("target/debug"), PathBuf::from);
     let player = |word: &str| Player::parse(word, &step, &bins);
     let ours = player("ours")?;
     let ours_as = match value("--as") {
@@ -195,7 +195,7 @@ mod tests {
     #[test]
     fn host_runs_the_as_role_here_only() {
         let run = asked("08 --host 192.0.2.1 --port 18515 --as server --server c").unwrap().run;
-        assert_eq!(run.across, Some(testkit::runner::Across { role: Role::Server, server: "192.0.2.1".into() }));
+        assert_eq!(run.across, Some(crate::runner::Across { role: Role::Server, server: "192.0.2.1".into() }));
         assert_eq!(run.server, Player::C);
         let run = asked("10 --host 192.0.2.1 --port 7174").unwrap().run;
         assert_eq!(run.across.map(|a| a.role), Some(Role::Client));
