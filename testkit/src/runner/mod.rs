@@ -407,10 +407,6 @@ impl Run {
         let watch = Watch::default();
         let mut procs: Vec<Proc> = Vec::new();
         let mut link = None;
-        let listener = match &self.across {
-            Some(a) if a.role == Role::Server => Some(link_listener(link_port)?),
-            _ => None,
-        };
         for (role, command) in commands {
             if role == Some(Role::Client) {
                 // The server first: the C client does not retry a refused connect, and a CM
@@ -426,9 +422,18 @@ impl Run {
             }
             let child = spawn_as(Command::new(&command[0]), &command[0], &command[1..]);
             procs.push(watch.start(role, self.player(role).clone(), command, child, deadline));
-            if let Some(listener) = &listener {
+            if role == Some(Role::Server) && self.across.is_some() {
+                // Listening on the link says "ready": the kernel completes a connect to a
+                // listener before anyone accepts it.
                 self.wait_ready(&at, procs.first_mut(), deadline);
-                link = accept_link(listener, &mut procs[0], deadline);
+                match link_listener(link_port) {
+                    Ok(listener) => link = accept_link(&listener, &mut procs[0], deadline),
+                    Err(e) => {
+                        let _ = procs[0].child.kill();
+                        let _ = procs[0].child.wait();
+                        return Err(e);
+                    }
+                }
             }
         }
         // The peer link's end is the other host's runner's end: it is watched as a process of
@@ -471,7 +476,7 @@ pub fn peer_link_port(port: u16) -> Result<u16, String> {
     port.checked_add(1).ok_or_else(|| format!("port {port}: the runners' link needs the port after it"))
 }
 
-/// The server's runner's side of the peer link, bound before anything starts.
+/// The server's runner's side of the peer link, listening once its server is ready.
 fn link_listener(port: u16) -> Result<TcpListener, String> {
     let listener =
         TcpListener::bind(("0.0.0.0", port)).map_err(|e| format!("the runners' link on port {port}: {e}"))?;
