@@ -68,12 +68,12 @@ impl Run {
 /// RDMA_DEVICE, RDMA_IB_PORT and RDMA_GID_INDEX in each VM); expanded by the VM's shell.
 const DEVICE_ARGS: &str = r#"-d "$RDMA_DEVICE" -i "$RDMA_IB_PORT" -g "$RDMA_GID_INDEX""#;
 
-/// The runner (`xtask run`, testkit's runner) for step `step` across the two hosts: the
+/// The runner (`xtask run`, testkit's runner) for step `step` on `port` across the two hosts: the
 /// server's command on h1 (192.0.2.1) and the client's on h2, each host's runner running its
 /// role with `opts` (`-- FLAGS` for both processes) on the device its lab VM made (lab/run
 /// sets RDMA_DEVICE, RDMA_IB_PORT and RDMA_GID_INDEX in each VM). The two runners start the
 /// client once the server is ready.
-fn runner_roles(step: &str, opts: &str) -> (String, String) {
+fn runner_roles(step: &str, port: u16, opts: &str) -> (String, String) {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
         let built = Command::new(env!("CARGO"))
@@ -84,7 +84,7 @@ fn runner_roles(step: &str, opts: &str) -> (String, String) {
         assert!(built.success(), "cargo build --package xtask failed");
     });
     let xtask = project().join("target/debug/xtask");
-    let run = format!("{} run {step} --host 192.0.2.1 --port {}", xtask.display(), common::tcp_port());
+    let run = format!("{} run {step} --host 192.0.2.1 --port {port}", xtask.display());
     (format!("{run} --as server {opts}"), format!("{run} --as client {opts}"))
 }
 
@@ -96,7 +96,7 @@ fn runner_roles(step: &str, opts: &str) -> (String, String) {
 /// again (same PSN), which the responder acknowledges again. That is RC working as it
 /// should, but it depends on the machine's load, not on the stage.
 fn across_two_hosts(step: &str, flags: &str, tag: &str) -> Run {
-    let (h1, h2) = runner_roles(step, &format!("-- {flags}"));
+    let (h1, h2) = runner_roles(step, common::tcp_port(), &format!("-- {flags}"));
     let mut run = across_two_hosts_as(tag, &h1, &h2, 1);
     assert_eq!(run.status, Some(0), "{tag} across two hosts failed:\n{}", run.output);
     // A retransmission repeats its packet's sender, opcode and PSN; its acknowledgement
@@ -527,7 +527,7 @@ fn a_host_that_dies_mid_run_leaves_the_survivor_to_its_watchdog() {
 /// The capture is taken at the client, h2: it makes the mistake and is the last to give up
 /// (the server's VM may stop first, and its capture with it).
 fn break_across_two_hosts(step: &str, case: &str) -> Run {
-    let (h1, h2) = runner_roles(step, &format!("-- -s 1024 --timeout 4 --break {case}"));
+    let (h1, h2) = runner_roles(step, common::tcp_port(), &format!("-- -s 1024 --timeout 4 --break {case}"));
     across_two_hosts_as(&format!("break-{case}"), &h1, &h2, 2)
 }
 
@@ -937,7 +937,7 @@ fn rc_on_a_bad_wire() {
 fn step_10_connects_with_the_cm_and_reads() {
     // A CM client is rejected while nobody listens: h2's runner starts it once h1's says
     // its server listens.
-    let (h1, h2) = runner_roles("10", "--client-flags '-C 1' -- -V");
+    let (h1, h2) = runner_roles("10", common::tcp_port(), "--client-flags '-C 1' -- -V");
     let mut run = across_two_hosts_as("10", &h1, &h2, 1);
     assert_eq!(run.status, Some(0), "10 across two hosts failed:\n{}", run.output);
     let mut seen = std::collections::HashSet::new();
@@ -993,10 +993,12 @@ fn step_10_connects_with_the_cm_and_reads() {
 /// left out, do that), and TCP's FIN for the disconnect. No RoCE packet at all.
 #[test]
 fn step_10_over_iwarp_is_rdmap_over_tcp() {
-    let (h1, h2) = runner_roles("10", "--client-flags '-C 1' -- -V");
+    let port = common::tcp_port();
+    let (h1, h2) = runner_roles("10", port, "--client-flags '-C 1' -- -V");
     let Ran { output, status, pcap } = lab_run_two_hosts("10-iwarp", &h1, &h2, 1, &[("LAB_DEVICE", "siw")]);
     assert_eq!(status, Some(0), "10 over iWARP across two hosts failed:\n{output}");
-    let decoded = Command::new(project().join("lab/packets")).arg(&pcap).output().unwrap();
+    // Step 10's connection only: the runners' own link crosses the wire as TCP too.
+    let decoded = Command::new(project().join("lab/packets")).arg(&pcap).arg(port.to_string()).output().unwrap();
     assert!(decoded.status.success(), "{}", String::from_utf8_lossy(&decoded.stderr));
     let decoded = String::from_utf8_lossy(&decoded.stdout).into_owned();
     assert!(!decoded.contains(" PSN "), "RoCE packets on an iWARP wire:\n{decoded}");
