@@ -1,8 +1,9 @@
 //! Step 10's mistakes: the address the CM cannot route, a server nobody runs, and the two
 //! permissions an RDMA READ needs — on the memory, and on the connection.
 //!
-//! Every case runs step 10 through `rping` (below) with one value spoiled; the side that does not
-//! make the mistake runs as the step does. The two client cases that need no server
+//! Every case runs step 10's stages through `Rping` (below), as stages 01–04 run through
+//! [`Stack`](super::Stack) for 05–09, with one value spoiled; the side that does not make
+//! the mistake runs as the step does. The two client cases that need no server
 //! (`loopback-address`, `no-listener`) fail before any server would be involved: run the
 //! client alone.
 
@@ -11,6 +12,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use super::Case;
 use crate::cli::RpingArgs;
 use crate::error::{Error, Result};
+use crate::rdma_cm::Endpoint;
 use crate::role::Role;
 use crate::rping::{ping_client, ping_server, rping_qp, PingOptions, RpingCb, RPING_ACCESS};
 use crate::stages::alloc_pd::alloc_pd;
@@ -78,37 +80,58 @@ pub static CASES: [Case<RpingArgs>; 4] = [
     },
 ];
 
-/// Step 10's body, with the client's address, source buffer access and connection
-/// parameters as given; whether the device was an iWARP one.
-fn rping(args: &RpingArgs, addr: SocketAddr, start_access: ibv_access_flags, param: rdma_conn_param) -> Result<bool> {
-    let opts = PingOptions {
-        count: args.count,
-        size: args.size,
-        verbose: args.verbose,
-        validate: args.validate,
-        timeout: args.timeout,
-    };
-    let role = args.role();
-    let ep = match role {
-        Role::Server => listen(addr, args.timeout)?,
-        Role::Client => resolve(addr, args.timeout)?,
-    };
-    let ctx = cm_verbs(&ep)?;
-    let pd = alloc_pd(&ctx)?;
-    let q = create_queues(&ctx, &pd, rping_qp(), cm_create_qp(&ep.id))?;
-    let mut cb = RpingCb::setup(q, &pd, args.size, (role == Role::Client).then_some(start_access))?;
-    match role {
-        Role::Server => {
-            accept(&ep, &cb.q.qp, args.timeout)?;
-            ping_server(&ep, &mut cb, opts)?;
-        }
-        Role::Client => {
-            connect(&ep, &cb.q.qp, &param, args.timeout)?;
-            ping_client(&mut cb, opts)?;
-        }
+/// Step 10 as a case needs it: stage 10's listening or resolved id, stages 02–04 on its
+/// device and rping's buffers, as the step makes them — the client's source buffer
+/// registered with the case's access. The fields drop in order: the QP and buffers, then
+/// the CM id the QP was created on.
+struct Rping {
+    cb: RpingCb,
+    ep: Endpoint,
+}
+
+impl Rping {
+    /// The step up to its connection, on `addr`.
+    fn new(args: &RpingArgs, addr: SocketAddr, start_access: ibv_access_flags) -> Result<Rping> {
+        let role = args.role();
+        let ep = match role {
+            Role::Server => listen(addr, args.timeout)?,
+            Role::Client => resolve(addr, args.timeout)?,
+        };
+        let ctx = cm_verbs(&ep)?;
+        let pd = alloc_pd(&ctx)?;
+        let q = create_queues(&ctx, &pd, rping_qp(), cm_create_qp(&ep.id))?;
+        let cb = RpingCb::setup(q, &pd, args.size, (role == Role::Client).then_some(start_access))?;
+        Ok(Rping { cb, ep })
     }
-    disconnect(&ep, &cb.q.qp, role == Role::Client, args.timeout)?;
-    Ok(cb.q.qp.is_iwarp())
+
+    /// The rest of the step: accept, or connect with `param`; the pings; the disconnect.
+    fn ping(&mut self, args: &RpingArgs, param: rdma_conn_param) -> Result<()> {
+        let opts = PingOptions {
+            count: args.count,
+            size: args.size,
+            verbose: args.verbose,
+            validate: args.validate,
+            timeout: args.timeout,
+        };
+        let (ep, cb) = (&self.ep, &mut self.cb);
+        match args.role() {
+            Role::Server => {
+                accept(ep, &cb.q.qp, args.timeout)?;
+                ping_server(ep, cb, opts)?;
+            }
+            Role::Client => {
+                connect(ep, &cb.q.qp, &param, args.timeout)?;
+                ping_client(cb, opts)?;
+            }
+        }
+        disconnect(ep, &cb.q.qp, args.role() == Role::Client, args.timeout)
+    }
+}
+
+/// Step 10 with the client's address, source buffer access and connection parameters as
+/// given.
+fn rping(args: &RpingArgs, addr: SocketAddr, start_access: ibv_access_flags, param: rdma_conn_param) -> Result<()> {
+    Rping::new(args, addr, start_access)?.ping(args, param)
 }
 
 /// The address to bind (server: `-a` and `-p`, as the step does) or to connect to (client:
@@ -123,18 +146,19 @@ fn addr_for(args: &RpingArgs, client: impl FnOnce(SocketAddr) -> SocketAddr) -> 
 
 fn loopback_address(args: &RpingArgs) -> Result<()> {
     let addr = addr_for(args, |a| SocketAddr::new(Ipv4Addr::LOCALHOST.into(), a.port()))?;
-    rping(args, addr, RPING_ACCESS, rping_conn_param()).map(drop)
+    rping(args, addr, RPING_ACCESS, rping_conn_param())
 }
 
 fn no_listener(args: &RpingArgs) -> Result<()> {
     let addr = addr_for(args, |a| SocketAddr::new(a.ip(), a.port().wrapping_add(1)))?;
-    rping(args, addr, RPING_ACCESS, rping_conn_param()).map(drop)
+    rping(args, addr, RPING_ACCESS, rping_conn_param())
 }
 
 fn start_without_remote_read(args: &RpingArgs) -> Result<()> {
     let access = ibv_access_flags(RPING_ACCESS.0 & !IBV_ACCESS_REMOTE_READ.0);
-    let iwarp = rping(args, args.sockaddr()?, access, rping_conn_param())?;
-    if iwarp && args.role() == Role::Client {
+    let mut step = Rping::new(args, args.sockaddr()?, access)?;
+    step.ping(args, rping_conn_param())?;
+    if step.cb.q.qp.is_iwarp() && args.role() == Role::Client {
         // Nothing failed, and nothing should have: say so rather than end as if all was well.
         return Err(Error::new("the READ's access check").cause(
             "the server's RDMA READ of the client's source buffer succeeded, though the buffer \
@@ -147,5 +171,5 @@ fn start_without_remote_read(args: &RpingArgs) -> Result<()> {
 
 fn no_responder_resources(args: &RpingArgs) -> Result<()> {
     let param = rdma_conn_param { responder_resources: 0, initiator_depth: 0, ..rping_conn_param() };
-    rping(args, args.sockaddr()?, RPING_ACCESS, param).map(drop)
+    rping(args, args.sockaddr()?, RPING_ACCESS, param)
 }

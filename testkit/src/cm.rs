@@ -6,11 +6,16 @@
 
 use std::process::Command;
 
+#[cfg(feature = "redact")]
 use rdma_dissect::role::Role;
+#[cfg(feature = "redact")]
 use regex::Regex;
 
+#[cfg(feature = "redact")]
 use super::redact::{apply, Pass};
-use super::{device, redact, Device, Picks};
+use super::{device, Device};
+#[cfg(feature = "redact")]
+use super::{redact, Picks};
 
 /// Debian's rping, the peer step 10 speaks to.
 pub const RPING: &str = "rping";
@@ -43,6 +48,7 @@ pub fn cm_listening(addr: &str, port: u16) -> bool {
 }
 
 /// [`redact`] for step 10, then [`redact_cm_values`].
+#[cfg(feature = "redact")]
 pub fn redact_cm(text: &str, role: Option<Role>, run: &Picks, dev: &Device) -> String {
     redact_cm_values(&redact(text, role, run, dev), dev)
 }
@@ -53,6 +59,7 @@ pub fn redact_cm(text: &str, role: Option<Role>, run: &Picks, dev: &Device) -> S
 /// next (the [`RULES`](crate::RULES) of [`Pass::Cm`]: `timeout=[CM_TIMEOUT]`, and
 /// `…|IBV_ACCESS_REMOTE_ATOMIC[|FLUSH]` at INIT); and the path MTU the CM took from the
 /// netdev (`path_mtu=[ACTIVE_MTU]`, where stage 05's is the `-m` flag).
+#[cfg(feature = "redact")]
 pub fn redact_cm_values(text: &str, dev: &Device) -> String {
     let own = addr_of(dev);
     let addr = Regex::new(r"\b(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(:\d+)?\b").unwrap();

@@ -208,6 +208,7 @@ impl Device {
     }
 
     /// The value a fact has in the trace's own format (see [`DEVICE_VALUES`](crate::DEVICE_VALUES)).
+    #[cfg(feature = "redact")]
     pub(crate) fn fact(&self, name: &str) -> String {
         let mtu = |key| format!("IBV_MTU_{}", self.info(key).split_whitespace().next().unwrap_or(""));
         match name {

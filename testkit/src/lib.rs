@@ -7,6 +7,8 @@
 //! address and redaction), `ports`, `redact`, `snapshot`, `book`, `steps` (`steps/list.txt`)
 //! and `xml`.
 //! Their items are re-exported here, so the tests and the grader name them `testkit::…`.
+//! `redact` and `snapshot` (and step 10's redaction in `cm`) are the default feature
+//! `redact`'s: the runner and its `runner` binary need neither them nor their crates.
 
 use std::path::{Path, PathBuf};
 
@@ -14,9 +16,11 @@ mod book;
 pub mod cm;
 mod device;
 mod ports;
+#[cfg(feature = "redact")]
 mod redact;
 mod run;
 pub mod runner;
+#[cfg(feature = "redact")]
 mod snapshot;
 mod steps;
 mod xml;
@@ -24,8 +28,10 @@ mod xml;
 pub use book::{book_output, book_output_dir, iwarp_output_dir};
 pub use device::{device, device_args, device_lock, kernel_version, require_device, running_kernel, Device};
 pub use ports::{tcp_port, tcp_ports, TCP_PORTS};
+#[cfg(feature = "redact")]
 pub use redact::{redact, redact_packet, redact_sections, rules, Kind, Pass, Picks, DEVICE_VALUES, RULES};
 pub use run::{args, assert_ok, run, spawn, spawn_as, stdout, wait, TIMEOUT};
+#[cfg(feature = "redact")]
 pub use snapshot::{snapshots, with_filters, IWARP_SNAPSHOTS, IWARP_SNAPSHOTS_LINUX_6_12};
 pub use steps::{load_steps, step, steps, Roles, Step};
 pub use xml::check_xml;

@@ -68,19 +68,36 @@ impl Run {
 /// RDMA_DEVICE, RDMA_IB_PORT and RDMA_GID_INDEX in each VM); expanded by the VM's shell.
 const DEVICE_ARGS: &str = r#"-d "$RDMA_DEVICE" -i "$RDMA_IB_PORT" -g "$RDMA_GID_INDEX""#;
 
-/// Runs `exe ARGS` across the two hosts, server on h1 and client on h2; both must succeed.
+/// The runner (`xtask run`, testkit's runner) for step `step` on `port` across the two hosts: the
+/// server's command on h1 (192.0.2.1) and the client's on h2, each host's runner running its
+/// role with `opts` (`-- FLAGS` for both processes) on the device its lab VM made (lab/run
+/// sets RDMA_DEVICE, RDMA_IB_PORT and RDMA_GID_INDEX in each VM). The two runners start the
+/// client once the server is ready.
+fn runner_roles(step: &str, port: u16, opts: &str) -> (String, String) {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let built = Command::new(env!("CARGO"))
+            .args(["build", "--locked", "--quiet", "--package", "xtask"])
+            .current_dir(project())
+            .status()
+            .expect("spawn cargo");
+        assert!(built.success(), "cargo build --package xtask failed");
+    });
+    let xtask = project().join("target/debug/xtask");
+    let run = format!("{} run {step} --host 192.0.2.1 --port {port}", xtask.display());
+    (format!("{run} --as server {opts}"), format!("{run} --as client {opts}"))
+}
+
+/// Runs step `step` with `flags` across the two hosts, server on h1 and client on h2; both
+/// must succeed.
 ///
 /// Retransmissions are dropped from its packets: on a loaded machine an ACK can take longer
 /// than the 67 ms ACK timeout (`timeout = 14`), and the sender then sends the same packet
 /// again (same PSN), which the responder acknowledges again. That is RC working as it
 /// should, but it depends on the machine's load, not on the stage.
-fn across_two_hosts(exe: &str, args: &str, tag: &str) -> Run {
-    let mut run = across_two_hosts_as(
-        tag,
-        &format!("{exe} {DEVICE_ARGS} {args}"),
-        &format!("{exe} {DEVICE_ARGS} {args} 192.0.2.1"),
-        1,
-    );
+fn across_two_hosts(step: &str, flags: &str, tag: &str) -> Run {
+    let (h1, h2) = runner_roles(step, common::tcp_port(), &format!("-- {flags}"));
+    let mut run = across_two_hosts_as(tag, &h1, &h2, 1);
     assert_eq!(run.status, Some(0), "{tag} across two hosts failed:\n{}", run.output);
     // A retransmission repeats its packet's sender, opcode and PSN; its acknowledgement
     // repeats the first one's. Keep the first of each.
@@ -89,15 +106,23 @@ fn across_two_hosts(exe: &str, args: &str, tag: &str) -> Run {
     run
 }
 
-/// Runs `h1` (the server's command) and `h2` (the client's) across the two hosts, with the
-/// wire captured at host `pcap_host`'s NIC (both directions pass it; the capture ends
-/// when that host's VM does).
-fn across_two_hosts_as(tag: &str, h1: &str, h2: &str, pcap_host: u8) -> Run {
+/// What lab/run printed and its exit status, and the capture of the wire.
+struct Ran {
+    output: String,
+    status: Option<i32>,
+    pcap: PathBuf,
+}
+
+/// Runs `h1` (the server's command) and `h2` (the client's) across the two hosts with `env`
+/// added to lab/run's environment, the wire captured at host `pcap_host`'s NIC (both
+/// directions pass it; the capture ends when that host's VM does) into `target/two-hosts/TAG.pcap`.
+fn lab_run_two_hosts(tag: &str, h1: &str, h2: &str, pcap_host: u8, env: &[(&str, &str)]) -> Ran {
     let dir = project().join("target/two-hosts");
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join(format!("{tag}.pcap"));
     let _ = std::fs::remove_file(&pcap);
     let out = Command::new(project().join("lab/run"))
+        .envs(env.iter().copied())
         .args(["--hosts", "2", "--pcap-host", &pcap_host.to_string(), "--pcap"])
         .arg(&pcap)
         .arg(h1)
@@ -106,6 +131,12 @@ fn across_two_hosts_as(tag: &str, h1: &str, h2: &str, pcap_host: u8) -> Run {
         .output()
         .expect("spawn lab/run");
     let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    Ran { output, status: out.status.code(), pcap }
+}
+
+/// [`lab_run_two_hosts`] on RoCE, with the capture's packets decoded.
+fn across_two_hosts_as(tag: &str, h1: &str, h2: &str, pcap_host: u8) -> Run {
+    let Ran { output, status, pcap } = lab_run_two_hosts(tag, h1, h2, pcap_host, &[]);
     let decoded = Command::new(project().join("lab/packets")).arg(&pcap).output().unwrap();
     assert!(decoded.status.success(), "{}", String::from_utf8_lossy(&decoded.stderr));
     let packets = String::from_utf8_lossy(&decoded.stdout)
@@ -122,7 +153,7 @@ fn across_two_hosts_as(tag: &str, h1: &str, h2: &str, pcap_host: u8) -> Run {
             Packet { src, dst, opcode, qp, psn: u32::from_str_radix(psn, 16).unwrap(), rest: rest.trim().to_string() }
         })
         .collect();
-    Run { output, status: out.status.code(), packets, pcap }
+    Run { output, status, packets, pcap }
 }
 
 /// When each of `src`'s packets with this PSN crossed the wire, in seconds from the start
@@ -195,20 +226,20 @@ fn who(ip: &str) -> &'static str {
 
 #[test]
 fn step_05_sends_nothing_on_the_wire() {
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_05_modify_qp_rtr"), &format!("-p {}", common::tcp_port()), "05");
+    let run = across_two_hosts("05", "", "05");
     // Moving a QP through INIT and RTR is local state: no packet until something is posted.
     assert!(run.packets.is_empty(), "{:?}", run.packets);
 }
 
 #[test]
 fn step_06_sends_nothing_on_the_wire() {
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_06_modify_qp_rts"), &format!("-p {}", common::tcp_port()), "06");
+    let run = across_two_hosts("06", "", "06");
     assert!(run.packets.is_empty(), "{:?}", run.packets);
 }
 
 #[test]
 fn step_07_sends_one_send_each_way_starting_at_the_exchanged_psns() {
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_07_post_send"), &format!("-p {}", common::tcp_port()), "07");
+    let run = across_two_hosts("07", "", "07");
     for (sender, receiver, ip) in [("h2", "h1", "192.0.2.2"), ("h1", "h2", "192.0.2.1")] {
         let psn = run.local_psn(sender);
         let sends: Vec<&Packet> = run.packets.iter().filter(|p| p.src == ip && p.opcode.contains("Send")).collect();
@@ -231,8 +262,7 @@ fn step_07_sends_one_send_each_way_starting_at_the_exchanged_psns() {
 fn step_08_ping_pong_crosses_the_wire() {
     // Three round trips of one-packet messages (1024 bytes at path MTU 1024: SEND Only),
     // so the whole conversation fits on a page of the book.
-    let run =
-        across_two_hosts(env!("CARGO_BIN_EXE_08_poll_cq"), &format!("-p {} -n 3 -s 1024", common::tcp_port()), "08");
+    let run = across_two_hosts("08", "-n 3 -s 1024", "08");
     assert!(run.output.contains("[h1] 3 iters in"), "{}", run.output);
     assert!(run.output.contains("[h2] 3 iters in"), "{}", run.output);
     let (client, server) = (run.local_psn("h2"), run.local_psn("h1"));
@@ -265,7 +295,7 @@ fn step_08_ping_pong_crosses_the_wire() {
 
 #[test]
 fn step_09_writes_with_the_exchanged_rkey_and_address() {
-    let run = across_two_hosts(env!("CARGO_BIN_EXE_09_rdma_write"), &format!("-p {}", common::tcp_port()), "09");
+    let run = across_two_hosts("09", "", "09");
     let rkey = run.local("h1", "RKEY");
     let addr = run.local("h1", "ADDR");
     let psn = run.local_psn("h2");
@@ -496,9 +526,9 @@ fn a_host_that_dies_mid_run_leaves_the_survivor_to_its_watchdog() {
 /// active_mtu), so that every retry is one packet. Both sides take the case, as in one VM.
 /// The capture is taken at the client, h2: it makes the mistake and is the last to give up
 /// (the server's VM may stop first, and its capture with it).
-fn break_across_two_hosts(exe: &str, case: &str) -> Run {
-    let args = format!("{DEVICE_ARGS} -p {} -s 1024 --timeout 4 --break {case}", common::tcp_port());
-    across_two_hosts_as(&format!("break-{case}"), &format!("{exe} {args}"), &format!("{exe} {args} 192.0.2.1"), 2)
+fn break_across_two_hosts(step: &str, case: &str) -> Run {
+    let (h1, h2) = runner_roles(step, common::tcp_port(), &format!("-- -s 1024 --timeout 4 --break {case}"));
+    across_two_hosts_as(&format!("break-{case}"), &h1, &h2, 2)
 }
 
 /// The packets of a failure in the order each causes the next (`order` holds indices into
@@ -515,7 +545,7 @@ fn causal_view(run: &Run, order: &[&Packet]) -> String {
 /// (rnr_retry = 1 in this case), then fails with IBV_WC_RNR_RETRY_EXC_ERR.
 #[test]
 fn an_rnr_nak_and_its_retry_on_the_wire() {
-    let run = break_across_two_hosts(env!("CARGO_BIN_EXE_07_post_send"), "no-recv-rnr-retry");
+    let run = break_across_two_hosts("07", "no-recv-rnr-retry");
     assert!(run.output.contains("[h2] error: work request"), "{}", run.output);
     assert!(run.output.contains("RNR retry counter exceeded"), "{}", run.output);
     let psn = run.local_psn("h2");
@@ -545,7 +575,7 @@ fn an_rnr_nak_and_its_retry_on_the_wire() {
 /// no answer, and it fails with IBV_WC_RETRY_EXC_ERR.
 #[test]
 fn a_psn_sequence_nak_on_the_wire() {
-    let run = break_across_two_hosts(env!("CARGO_BIN_EXE_06_modify_qp_rts"), "wrong-sq-psn");
+    let run = break_across_two_hosts("06", "wrong-sq-psn");
     assert!(run.output.contains("transport retry counter exceeded"), "{}", run.output);
     let psn = run.local_psn("h2");
     let sends: Vec<&Packet> =
@@ -565,7 +595,7 @@ fn a_psn_sequence_nak_on_the_wire() {
 /// IBV_WC_RETRY_EXC_ERR.
 #[test]
 fn a_retransmission_after_the_ack_timeout_on_the_wire() {
-    let run = break_across_two_hosts(env!("CARGO_BIN_EXE_05_modify_qp_rtr"), "wrong-dest-qpn");
+    let run = break_across_two_hosts("05", "wrong-dest-qpn");
     assert!(run.output.contains("transport retry counter exceeded"), "{}", run.output);
     let psn = run.local_psn("h2");
     assert!(run.packets.iter().all(|p| p.src == "192.0.2.2"), "the server answered: {:?}", run.packets);
@@ -905,16 +935,10 @@ fn rc_on_a_bad_wire() {
 /// are shown as they are.
 #[test]
 fn step_10_connects_with_the_cm_and_reads() {
-    let exe = env!("CARGO_BIN_EXE_10_rdma_cm");
-    let port = common::tcp_port();
-    // A CM client is rejected while nobody listens, and h2 cannot see h1's listener: it
-    // starts once h1 has had ample time to listen.
-    let mut run = across_two_hosts_as(
-        "10",
-        &format!("{exe} -s -a 192.0.2.1 -p {port} -V"),
-        &format!("sleep 3; {exe} -c -a 192.0.2.1 -p {port} -C 1 -V"),
-        1,
-    );
+    // A CM client is rejected while nobody listens: h2's runner starts it once h1's says
+    // its server listens.
+    let (h1, h2) = runner_roles("10", common::tcp_port(), "--client-flags '-C 1' -- -V");
+    let mut run = across_two_hosts_as("10", &h1, &h2, 1);
     assert_eq!(run.status, Some(0), "10 across two hosts failed:\n{}", run.output);
     let mut seen = std::collections::HashSet::new();
     run.packets.retain(|p| seen.insert((p.src.clone(), p.opcode.clone(), p.psn)));
@@ -969,24 +993,12 @@ fn step_10_connects_with_the_cm_and_reads() {
 /// left out, do that), and TCP's FIN for the disconnect. No RoCE packet at all.
 #[test]
 fn step_10_over_iwarp_is_rdmap_over_tcp() {
-    let exe = env!("CARGO_BIN_EXE_10_rdma_cm");
     let port = common::tcp_port();
-    let dir = project().join("target/two-hosts");
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("10-iwarp.pcap");
-    let _ = std::fs::remove_file(&pcap);
-    let out = Command::new(project().join("lab/run"))
-        .env("LAB_DEVICE", "siw")
-        .args(["--hosts", "2", "--pcap"])
-        .arg(&pcap)
-        .arg(format!("{exe} -s -a 192.0.2.1 -p {port} -V"))
-        .arg(format!("sleep 3; {exe} -c -a 192.0.2.1 -p {port} -C 1 -V"))
-        .current_dir(project())
-        .output()
-        .expect("spawn lab/run");
-    let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "10 over iWARP across two hosts failed:\n{output}");
-    let decoded = Command::new(project().join("lab/packets")).arg(&pcap).output().unwrap();
+    let (h1, h2) = runner_roles("10", port, "--client-flags '-C 1' -- -V");
+    let Ran { output, status, pcap } = lab_run_two_hosts("10-iwarp", &h1, &h2, 1, &[("LAB_DEVICE", "siw")]);
+    assert_eq!(status, Some(0), "10 over iWARP across two hosts failed:\n{output}");
+    // Step 10's connection only: the runners' own link crosses the wire as TCP too.
+    let decoded = Command::new(project().join("lab/packets")).arg(&pcap).arg(port.to_string()).output().unwrap();
     assert!(decoded.status.success(), "{}", String::from_utf8_lossy(&decoded.stderr));
     let decoded = String::from_utf8_lossy(&decoded.stdout).into_owned();
     assert!(!decoded.contains(" PSN "), "RoCE packets on an iWARP wire:\n{decoded}");

@@ -11,7 +11,7 @@
 //! cargo xtask grade …                 a class's hand-ins graded in one lab VM boot, and
 //!                                     the reports gradebooks take (see grade/)
 //! cargo xtask run NN [--peer …] …     step NN in its roles on the device: the server,
-//!                                     then its client (testkit's runner; see run.rs)
+//!                                     then its client (testkit's runner and its cli.rs)
 //! cargo xtask new-step NN_name alone|pair|cm [--base NN]
 //!                                     add a step: everything steps/list.txt implies, as a
 //!                                     skeleton (`--remove NN_name` takes it out; see
@@ -28,4 +28,3 @@ pub mod book;
 pub mod exercise;
 pub mod grade;
 pub mod new_step;
-pub mod run;

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use xtask::{bench, book, exercise, grade, new_step, run};
+use xtask::{bench, book, exercise, grade, new_step};
 
 const USAGE: &str =
     "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask book [--check] | cargo xtask exercise … | \
@@ -15,7 +15,7 @@ fn main() -> ExitCode {
         Some("exercise") => return exercise::main(&owned[1..]),
         Some("book") => return book::main(&owned[1..]),
         Some("grade") => return grade::main(&owned[1..]),
-        Some("run") => return run::main(&owned[1..]),
+        Some("run") => return testkit::runner::cli::main(&owned[1..]),
         Some("new-step") => return new_step::main(&owned[1..]),
         _ => {}
     }

@@ -4,6 +4,9 @@
 //! play a role: our step, the C tool it dissects, or rping. The tests, the exercise grader
 //! and, through `cargo xtask run`, the lab scripts run steps through it.
 //!
+//! Across two hosts ([`Run::across`]) each host's runner runs one role, and the two runners
+//! keep the same order over a TCP connection of their own ([`peer_link_port`]).
+//!
 //! ```no_run
 //! use testkit::runner::{Player, Run};
 //! // Our 08_poll_cq as the client of the C ibv_rc_pingpong, 100 iterations.
@@ -13,15 +16,20 @@
 //! }
 //! ```
 
+use std::net::Shutdown;
 use std::process::{Command, ExitStatus, Output};
 use std::time::{Duration, Instant};
 
 use rdma_dissect::role::Role;
 
+pub mod cli;
+mod link;
 mod watch;
 
 use crate::cm::{cm_addr, cm_listening};
 use crate::{device, root, spawn_as, tcp_port, Roles, Step, TIMEOUT};
+pub use link::peer_link_port;
+use link::{accept_link, link_listener, link_to};
 use watch::{Proc, Watch};
 
 /// Who plays a role of a run.
@@ -93,6 +101,15 @@ pub struct Meeting {
     pub addr: String,
 }
 
+/// One role of a run across two hosts: the other host's runner runs the other role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Across {
+    /// The role this host runs.
+    pub role: Role,
+    /// The server's host address: the pair's client's host argument, both `cm` sides' `-a`.
+    pub server: String,
+}
+
 /// One run of a step: who plays each role, with which flags, under which wrapper.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -119,8 +136,11 @@ pub struct Run {
     pub client_wrap: Vec<String>,
     /// Pass the device's `-d -i -g` (`alone` and `pair`; rdma_cm finds the device by `-a`).
     pub device: bool,
-    /// The TCP port; a free one of testkit's ([`tcp_port`]) when None.
+    /// The TCP port; a free one of testkit's ([`tcp_port`]) when None (a run across hosts
+    /// needs it: both runners must name the same).
     pub port: Option<u16>,
+    /// Only one role runs here, the other on another host (None: every role runs here).
+    pub across: Option<Across>,
     /// How long the whole run may take; what is still running then is killed.
     pub timeout: Duration,
     /// When this role's process fails, the others get this long more and are then killed
@@ -207,6 +227,7 @@ impl Run {
             client_wrap: Vec::new(),
             device: true,
             port: None,
+            across: None,
             timeout: TIMEOUT,
             after_failure: None,
         }
@@ -319,15 +340,30 @@ impl Run {
         Ok(cmd)
     }
 
+    /// Runs only `role` here, the other role on the host at `server_addr`'s side (see
+    /// [`Across`]); both runners need the same [`Run::port`].
+    pub fn across(mut self, role: Role, server_addr: &str) -> Run {
+        self.across = Some(Across { role, server: server_addr.into() });
+        self
+    }
+
     /// Where this run's server waits: a free port of testkit's unless one was given, on
-    /// `127.0.0.1` for `pair` and on the device's IPv4 address for `cm`.
+    /// `127.0.0.1` for `pair` and on the device's IPv4 address for `cm` — across hosts, on
+    /// the server's host address.
     pub fn meeting(&self) -> Meeting {
         let port = self.port.unwrap_or_else(tcp_port);
-        let addr = match self.step.roles {
-            Roles::Cm => cm_addr(),
-            Roles::Alone | Roles::Pair => "127.0.0.1".into(),
+        let addr = match (&self.across, self.step.roles) {
+            (Some(across), _) => across.server.clone(),
+            (None, Roles::Cm) => cm_addr(),
+            (None, Roles::Alone | Roles::Pair) => "127.0.0.1".into(),
         };
         Meeting { port, addr }
+    }
+
+    /// The roles whose processes run here: the kind's, or across hosts the one of this host.
+    fn roles_here(&self) -> Vec<Option<Role>> {
+        let roles = self.step.roles.roles().iter().copied();
+        roles.filter(|r| self.across.as_ref().is_none_or(|a| *r == Some(a.role))).collect()
     }
 
     /// Runs the step in its roles and returns what each process did, in the order they
@@ -350,7 +386,16 @@ impl Run {
 
     /// [`Run::run`], or why it cannot start.
     pub fn try_run(&self) -> Result<Vec<Ran>, String> {
-        for &role in self.step.roles.roles() {
+        if self.across.is_some() {
+            if self.step.roles == Roles::Alone {
+                return Err(format!("{} runs alone: it has no roles to run across hosts", self.step.bin));
+            }
+            if self.port.is_none() {
+                return Err("across hosts, both runners must be given the same port".into());
+            }
+        }
+        let roles = self.roles_here();
+        for &role in &roles {
             self.player(role).program(&self.step)?;
         }
         // The device is asked only when its flags are passed (rdma_cm's address asks it too).
@@ -363,29 +408,64 @@ impl Run {
         };
         let at =
             if self.step.roles == Roles::Alone { Meeting { port: 0, addr: String::new() } } else { self.meeting() };
+        let link_port = if self.across.is_some() { peer_link_port(at.port)? } else { 0 };
         let mut commands = Vec::new();
-        for &role in self.step.roles.roles() {
+        for &role in &roles {
             commands.push((role, self.command(role, &dev, &at)?));
         }
         let deadline = Instant::now() + self.timeout;
         let watch = Watch::default();
         let mut procs: Vec<Proc> = Vec::new();
+        let mut link = None;
         for (role, command) in commands {
             if role == Some(Role::Client) {
                 // The server first: the C client does not retry a refused connect, and a CM
-                // client is rejected while nobody listens.
-                while !self.ready(&at)
-                    && Instant::now() < deadline
-                    && procs[0].child.try_wait().ok().flatten().is_none()
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+                // client is rejected while nobody listens. Across hosts, the server's runner
+                // says when (it accepts the peer link).
+                link = match self.across {
+                    None => {
+                        self.wait_ready(&at, procs.first_mut(), deadline);
+                        None
+                    }
+                    Some(_) => Some(link_to(&at.addr, link_port, deadline)?),
+                };
             }
             let child = spawn_as(Command::new(&command[0]), &command[0], &command[1..]);
             procs.push(watch.start(role, self.player(role).clone(), command, child, deadline));
+            if role == Some(Role::Server) && self.across.is_some() {
+                // Listening on the link says "ready": the kernel completes a connect to a
+                // listener before anyone accepts it.
+                self.wait_ready(&at, procs.first_mut(), deadline);
+                match link_listener(link_port) {
+                    Ok(listener) => link = accept_link(&listener, &mut procs[0], deadline),
+                    Err(e) => {
+                        let _ = procs[0].child.kill();
+                        let _ = procs[0].child.wait();
+                        return Err(e);
+                    }
+                }
+            }
         }
-        watch.finish(&mut procs, &self.step, self.after_failure);
+        // The peer link's end is the other host's runner's end: it is watched as a process of
+        // this run's would be (a C tool here that outlasts the step is then stopped).
+        let peer = link.as_ref().and_then(|l| l.try_clone().ok()).map(|l| watch.peer(l));
+        watch.finish(&mut procs, &self.step, self.after_failure, peer);
+        // Our end: the other runner's watch sees the peer link close.
+        if let Some(l) = link {
+            let _ = l.shutdown(Shutdown::Both);
+        }
         Ok(procs.into_iter().map(Proc::into_ran).collect())
+    }
+
+    /// Waits until the server is ready for its client, the server has exited, or `deadline`.
+    fn wait_ready(&self, at: &Meeting, server: Option<&mut Proc>, deadline: Instant) {
+        let mut server = server;
+        while !self.ready(at)
+            && Instant::now() < deadline
+            && server.as_mut().is_none_or(|p| p.child.try_wait().ok().flatten().is_none())
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The server is ready for its client: one arm per kind of roles.

@@ -149,3 +149,26 @@ fn a_player_that_cannot_play_the_step_says_so() {
     let run = Run::new(listed("08_poll_cq")).client(Player::Rping);
     assert!(run.command(Some(Role::Client), &dev(), &at()).unwrap_err().contains("rping cannot play it"));
 }
+
+#[test]
+fn across_hosts_each_runner_runs_its_role_in_the_run_s_order() {
+    // Two runners, as on two hosts (here both on 127.0.0.1): the client's, started first,
+    // starts its client only once the server's runner says its server listens (the
+    // stand-in's client does not retry), and each runs and reports its own role only.
+    let port = crate::tcp_ports(2);
+    let side = move |role| {
+        let mut run = fake("08_poll_cq").across(role, "127.0.0.1");
+        run.port = Some(port);
+        run
+    };
+    let client = std::thread::spawn(move || side(Role::Client).run());
+    let server = side(Role::Server).run();
+    let client = client.join().unwrap();
+    assert_eq!((server.len(), client.len()), (1, 1));
+    assert!(server[0].ok() && client[0].ok(), "{}\n{}", server[0].report(), client[0].report());
+    assert_eq!(String::from_utf8_lossy(&server[0].stdout), "server got ping\n");
+    assert_eq!(String::from_utf8_lossy(&client[0].stdout), "client sent ping\n");
+    let mut no_port = side(Role::Client);
+    no_port.port = None;
+    assert!(no_port.try_run().unwrap_err().contains("same port"));
+}

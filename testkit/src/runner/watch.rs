@@ -75,6 +75,18 @@ impl Watch {
         }
     }
 
+    /// Watches the other host's runner through the peer link: its index, whose pipe count
+    /// falls to 0 when that runner closes the link (its process has ended).
+    pub(super) fn peer(&self, link: std::net::TcpStream) -> usize {
+        let index = {
+            let mut all = self.0 .0.lock().unwrap();
+            all.push(Captured { open: 1, ..Default::default() });
+            all.len() - 1
+        };
+        self.read(index, link, |c| &mut c.stdout);
+        index
+    }
+
     /// Drains `pipe` into one of `index`'s buffers on a thread, waking the runner each time.
     fn read(&self, index: usize, mut pipe: impl Read + Send + 'static, buf: fn(&mut Captured) -> &mut Vec<u8>) {
         let watch = self.clone();
@@ -100,13 +112,27 @@ impl Watch {
     }
 
     /// Waits for every process of `procs`, killing each at its deadline, and applies the
-    /// rules that cut a process's time short once another has ended.
-    pub(super) fn finish(&self, procs: &mut [Proc], step: &Step, after_failure: Option<(Option<Role>, Duration)>) {
+    /// rules that cut a process's time short once another has ended — here, or on the other
+    /// host (`peer`: the peer link's index, see [`Watch::peer`]).
+    pub(super) fn finish(
+        &self,
+        procs: &mut [Proc],
+        step: &Step,
+        after_failure: Option<(Option<Role>, Duration)>,
+        mut peer: Option<usize>,
+    ) {
         let (lock, wake) = &*self.0;
         let mut all = lock.lock().unwrap();
         loop {
             let now = Instant::now();
             let mut just_ended = Vec::new();
+            if peer.is_some_and(|i| all[i].open == 0) {
+                peer = None;
+                for p in procs.iter_mut().filter(|p| p.ended.is_none() && p.player.outlasts(step)) {
+                    p.deadline = p.deadline.min(now + Duration::from_secs(1));
+                    p.enough = Some(printed_the_peer);
+                }
+            }
             for (i, p) in procs.iter_mut().enumerate().filter(|(_, p)| p.ended.is_none()) {
                 let captured = &all[p.index];
                 if captured.open == 0 {

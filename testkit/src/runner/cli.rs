@@ -1,17 +1,20 @@
-//! `cargo xtask run NN …`: a step in its roles, through testkit's runner (the one place
-//! that starts a server and then its client), for the lab scripts and for people.
+//! `cargo xtask run NN …`: a step in its roles, through the runner (the one place that
+//! starts a server and then its client), for the lab scripts and for people.
 //!
 //! ```text
 //! cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] [--client WHO]
 //!                    [--wrap CMD] [--server-wrap CMD] [--client-wrap CMD]
 //!                    [--server-flags FLAGS] [--client-flags FLAGS] [--ours-flags FLAGS]
-//!                    [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [-- FLAGS…]
+//!                    [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [-- FLAGS…]
 //! ```
 //!
 //! `--peer WHO` plays the role opposite ours (`--as`, default the client); `--server` and
 //! `--client` name each role's player outright (`c` and `c`: the C tool against itself).
 //! CMD and FLAGS are one argument each, split at spaces; `{role}` in a wrapper's word is
-//! the role's label (`valgrind --log-file=/tmp/{role}.log`). FLAGS after `--` go to every
+//! the role's label (`valgrind --log-file=/tmp/{role}.log`). `--host ADDR` runs the step
+//! across two hosts: only the `--as` role runs here, ADDR is the server's host address, and
+//! the other host runs the same command with the other `--as` and the same `--port`; the
+//! two runners keep the order between them ([`super::peer_link_port`]). FLAGS after `--` go to every
 //! process. Each role's output is printed labelled (`[server] …`; an `alone` step's as it
 //! is), or with `--out DIR` written to `DIR/ROLE` (stdout, then stderr) and `DIR/ROLE.status`
 //! (the exit code; `stopped` for a C tool stopped once it had done its part, `killed` for
@@ -21,15 +24,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use super::{Player, Ran, Run};
 use rdma_dissect::role::Role;
-use testkit::runner::{Player, Ran, Run};
 
 const USAGE: &str = "usage: cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] \
 [--client WHO] [--wrap CMD] [--server-wrap CMD] [--client-wrap CMD] [--server-flags FLAGS] [--client-flags FLAGS] \
-[--ours-flags FLAGS] [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [-- FLAGS...]";
+[--ours-flags FLAGS] [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [-- FLAGS...]";
 
 /// The options, each with one value.
-const OPTIONS: [&str; 14] = [
+const OPTIONS: [&str; 15] = [
     "--peer",
     "--as",
     "--server",
@@ -44,6 +47,7 @@ const OPTIONS: [&str; 14] = [
     "--port",
     "--timeout",
     "--out",
+    "--host",
 ];
 
 /// What the command line asks for: the run, and where its output goes.
@@ -63,7 +67,7 @@ fn parse(args: &[String]) -> Result<Asked, String> {
         None => (args, &args[..0]),
     };
     let (which, opts) = opts.split_first().ok_or("which step? (a number of steps/list.txt)")?;
-    let step = testkit::step(which)?;
+    let step = crate::step(which)?;
     let mut pairs = Vec::new();
     let mut it = opts.iter();
     while let Some(opt) = it.next() {
@@ -74,7 +78,7 @@ fn parse(args: &[String]) -> Result<Asked, String> {
     if let Some((bad, _)) = pairs.iter().find(|(o, _)| !OPTIONS.contains(o)) {
         return Err(format!("unknown option {bad}"));
     }
-    let bins = value("--bin-dir").map_or_else(|| testkit::root().join("target/debug"), PathBuf::from);
+    let bins = value("--bin-dir").map_or_else(|| crate::root().join("target/debug"), PathBuf::from);
     let player = |word: &str| Player::parse(word, &step, &bins);
     let ours = player("ours")?;
     let ours_as = match value("--as") {
@@ -102,15 +106,19 @@ fn parse(args: &[String]) -> Result<Asked, String> {
     if let Some(secs) = value("--timeout") {
         run.timeout = Duration::from_secs(secs.parse().map_err(|_| format!("--timeout {secs}: seconds"))?);
     }
+    if let Some(host) = value("--host") {
+        run = run.across(ours_as, host);
+    }
     Ok(Asked { run, out: value("--out").map(PathBuf::from) })
 }
 
-/// One process's output, each line labelled with its role (stdout, then stderr).
-fn labelled(ran: &Ran) -> String {
+/// One process's output (stdout, then stderr), each line labelled with its role when the
+/// run had more than one here.
+fn labelled(ran: &Ran, alone: bool) -> String {
     let text = format!("{}{}", String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
     match ran.role {
-        None => text,
-        Some(role) => text.lines().map(|l| format!("[{}] {l}\n", role.label())).collect(),
+        Some(role) if !alone => text.lines().map(|l| format!("[{}] {l}\n", role.label())).collect(),
+        _ => text,
     }
 }
 
@@ -139,7 +147,7 @@ pub fn main(args: &[String]) -> ExitCode {
         for r in &ran {
             match &asked.out {
                 Some(dir) => write_out(dir, r)?,
-                None => print!("{}", labelled(r)),
+                None => print!("{}", labelled(r, ran.len() == 1)),
             }
         }
         Ok((asked.run.step.bin.clone(), ran))
@@ -181,6 +189,16 @@ mod tests {
         assert_eq!((run.server, run.client), (Player::C, Player::C));
         let run = asked("09 --bin-dir /r").unwrap().run;
         assert_eq!(run.server, Player::Ours("/r/09_rdma_write".into()));
+        assert!(run.across.is_none());
+    }
+
+    #[test]
+    fn host_runs_the_as_role_here_only() {
+        let run = asked("08 --host 192.0.2.1 --port 18515 --as server --server c").unwrap().run;
+        assert_eq!(run.across, Some(crate::runner::Across { role: Role::Server, server: "192.0.2.1".into() }));
+        assert_eq!(run.server, Player::C);
+        let run = asked("10 --host 192.0.2.1 --port 7174").unwrap().run;
+        assert_eq!(run.across.map(|a| a.role), Some(Role::Client));
     }
 
     #[test]
