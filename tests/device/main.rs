@@ -14,4 +14,5 @@ mod env_defaults;
 mod interop;
 mod memcheck;
 mod rping;
+mod srq_interop;
 mod steps;
