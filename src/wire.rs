@@ -155,13 +155,13 @@ impl SrqDests {
     pub const MAX_QP: usize = 256;
 }
 
-/// One line per QP, as srq_pingpong prints one `local address:` line per QP; the lines
-/// after the first are indented under the first (the label is the caller's).
+/// One line per QP: srq_pingpong prints a `local address:` (and `remote address:`) line
+/// for each.
 impl fmt::Display for SrqDests {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, dest) in self.dests.iter().enumerate() {
             if i > 0 {
-                write!(f, "\n{:18}", "")?;
+                writeln!(f)?;
             }
             write!(f, "{dest}")?;
         }

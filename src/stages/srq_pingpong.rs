@@ -122,6 +122,19 @@ fn limit(q: &SrqQueues) -> u32 {
 /// server between reading and replying, the client after the exchange, as in
 /// [`crate::stages::modify_qp_rts::connect`]). Returns the peer's addresses.
 pub fn connect_srq(q: &SrqQueues, dev: &Device, peer: &Peer, mtu: ibv_mtu, sl: u8) -> Result<SrqDests> {
+    connect_srq_with(q, dev, peer, mtu, sl, modify_qp_rts)
+}
+
+/// [`connect_srq`] with `rts` moving each QP to RTS from the PSN we announced: stage 06's
+/// [`modify_qp_rts`] for the step, other RTS attributes for a `--break` case.
+pub fn connect_srq_with(
+    q: &SrqQueues,
+    dev: &Device,
+    peer: &Peer,
+    mtu: ibv_mtu,
+    sl: u8,
+    rts: impl Fn(&Qp, u32) -> Result<()>,
+) -> Result<SrqDests> {
     let local = SrqDests { dests: q.qps.iter().map(|qp| local_dest(dev, qp)).collect() };
     let exchange = exchange_dest(peer, &local)?;
     let remote = &exchange.remote().dests;
@@ -137,7 +150,7 @@ pub fn connect_srq(q: &SrqQueues, dev: &Device, peer: &Peer, mtu: ibv_mtu, sl: u
     }
     for ((qp, ours), theirs) in q.qps.iter().zip(&local.dests).zip(remote) {
         modify_qp_rtr(qp, dev, theirs, mtu, sl)?;
-        modify_qp_rts(qp, ours.psn)?;
+        rts(qp, ours.psn)?;
     }
     exchange.finish()
 }
@@ -208,26 +221,27 @@ fn srq_exchange(
 /// before the completion of the receive that crossed the limit, so by now it is there or
 /// never came (a run too short to use `rx_depth - num_qp` receives); we do not wait.
 fn srq_limit_event(q: &SrqQueues, dev: &Device) -> Result<()> {
-    // ANCHOR: hole_async_event HOLE(Option<AsyncEvent>): the device's next asynchronous event, if one is waiting (ibv_get_async_event on dev.ctx; do not wait)
-    let event = dev.ctx.wait_async_event(Duration::ZERO)?;
+    // ANCHOR: hole_async_event HOLE(Option<AsyncEvent>): the device's next asynchronous event, if one is already there (ibv_get_async_event on dev.ctx, waiting 0 s)
+    let event = dev.ctx.get_async_event(Duration::ZERO)?;
     // ANCHOR_END: hole_async_event
-    match event {
-        Some(event) if event.is_limit_of(&q.srq) => {
-            let armed = q.srq.query()?.srq_limit;
-            trace::event("srq limit reached").kv("srq_limit_now", armed).emit();
-            // Dropping the event acknowledges it (ibv_ack_async_event): ibv_destroy_srq
-            // would wait for that forever.
-            drop(event);
-        }
-        Some(event) => {
-            return Err(Error::new("ibv_get_async_event").cause(format!(
-                "the device reported {}: not the SRQ limit this program armed, but something \
-                 gone wrong with one of its objects",
-                event.type_name()
-            )))
-        }
-        None => trace::event("ibv_get_async_event").kv("events", 0).kv("limit", "not reached").emit(),
+    let Some(event) = event else {
+        trace::event("ibv_get_async_event").kv("event_type", "none").kv("srq_limit", "not reached").emit();
+        return Ok(());
+    };
+    trace::event("ibv_get_async_event").kv("event_type", event.type_name()).emit();
+    if !event.is_limit_of(&q.srq) {
+        return Err(Error::new("ibv_get_async_event").cause(format!(
+            "the device reported {}: not the SRQ limit this program armed, but something gone \
+             wrong with one of its objects",
+            event.type_name()
+        )));
     }
+    // The device disarmed the limit as it raised the event: it reads 0 until re-armed.
+    let srq_limit = q.srq.query()?.srq_limit;
+    // Until acknowledged, ibv_destroy_srq would wait for it forever. (Dropping the event
+    // would ack it too: this says when.)
+    event.ack();
+    trace::event("ibv_ack_async_event").kv("srq_limit_now", srq_limit).emit();
     Ok(())
 }
 // ANCHOR_END: event

@@ -56,11 +56,11 @@ mod srq;
 mod watchdog;
 
 pub use cq::{wc_status, wc_status_str, CompChannel, Cq};
-pub use device::{Context, DeviceList, GidEntry};
+pub use device::{AsyncEvent, Context, DeviceList, GidEntry};
 pub use memory::{available_memory, page_size, physical_memory, AlignedBuf, Mr, Pd};
 pub use qp::Qp;
 pub use rdma_cm::{rdma_conn_param, CmEvent, CmId, EventChannel};
-pub use srq::{AsyncEvent, RecvQueue, Srq};
+pub use srq::{RecvQueue, Srq};
 pub use watchdog::Watchdog;
 
 use ibverbs_sys as ffi;

@@ -1,11 +1,9 @@
 //! The shared receive queue (SRQ), and the asynchronous events through which the device
 //! reports what no completion can: here, that an SRQ is running low.
 
-use std::ffi::CStr;
 use std::io;
 use std::ptr::{self, NonNull};
 use std::rc::Rc;
-use std::time::Duration;
 
 use ibverbs_sys as ffi;
 
@@ -96,6 +94,9 @@ impl Srq {
             let post = (*(*srq).context).ops.post_srq_recv.expect("provider without post_srq_recv");
             post(srq, wr, &mut bad_wr)
         };
+        // rxe's provider returns the error number negated (-ENOMEM for a full SRQ) where
+        // the man page promises errno's value, and sets no errno: turn it round.
+        let rc = if rc < -1 { -rc } else { rc };
         check("ibv_post_srq_recv", rc).map_err(|err| self.explain_post(err))
         // ANCHOR_END: c_ibv_post_srq_recv
     }
@@ -117,84 +118,11 @@ impl Srq {
 
 impl Drop for Srq {
     fn drop(&mut self) {
-        // SAFETY: QPs on this SRQ hold an Rc to it, so none is alive any more; its events
-        // have been acknowledged (an AsyncEvent borrows the context and acks in Drop).
+        // SAFETY: QPs on this SRQ hold an Rc to it, so none is alive any more. (An
+        // unacknowledged event about it would make this wait: an AsyncEvent acks on drop.)
         let rc = unsafe { ffi::ibv_destroy_srq(self.raw.as_ptr()) };
         report_destroy("ibv_destroy_srq", rc);
         trace::event("ibv_destroy_srq").emit();
-    }
-}
-
-/// `struct ibv_async_event`: one event the device raised outside any completion — an
-/// SRQ's limit reached, a QP's fatal error, a port going down. Acknowledged when dropped:
-/// destroying the object it is about waits until then.
-pub struct AsyncEvent<'a> {
-    raw: ffi::ibv_async_event,
-    _ctx: &'a Context,
-}
-
-impl AsyncEvent<'_> {
-    /// `ibv_event_type_str`: the library's name of the event's type.
-    pub fn type_name(&self) -> &'static str {
-        // SAFETY: returns a pointer to a static string for any value ("unknown" otherwise).
-        let s = unsafe { CStr::from_ptr(ffi::ibv_event_type_str(self.raw.event_type)) };
-        s.to_str().unwrap_or("unknown")
-    }
-
-    /// Whether it is `IBV_EVENT_SRQ_LIMIT_REACHED` for `srq`.
-    pub fn is_limit_of(&self, srq: &Srq) -> bool {
-        // SAFETY: for an SRQ event the union holds the SRQ; reading a pointer out of any
-        // other member's bytes is only compared, never followed.
-        self.raw.event_type == ffi::IBV_EVENT_SRQ_LIMIT_REACHED && unsafe { self.raw.element.srq } == srq.as_ptr()
-    }
-}
-
-impl Drop for AsyncEvent<'_> {
-    fn drop(&mut self) {
-        // ANCHOR: c_ibv_ack_async_event
-        // C: void ibv_ack_async_event(struct ibv_async_event *event);
-        // Cannot fail; destroying the CQ, QP or SRQ an event is about waits for its ack.
-        // SAFETY: raw was filled by a successful ibv_get_async_event and is acked once.
-        unsafe { ffi::ibv_ack_async_event(&mut self.raw) };
-        // ANCHOR_END: c_ibv_ack_async_event
-        trace::event("ibv_ack_async_event").kv("event_type", self.type_name()).emit();
-    }
-}
-
-impl Context {
-    /// Waits up to `timeout` for the device's next asynchronous event: `poll(2)` on the
-    /// context's `async_fd`, then `ibv_get_async_event`, which no longer blocks. `None` when
-    /// none came. (rc_pingpong's family never reads these events; a production program
-    /// reads them on a thread of their own, blocking in `ibv_get_async_event`.)
-    pub fn wait_async_event(&self, timeout: Duration) -> Result<Option<AsyncEvent<'_>>> {
-        // SAFETY: raw is an open context; async_fd is its event file, open as long as it is.
-        let fd = unsafe { self.raw.as_ref().async_fd };
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: pfd is one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 {
-            return Err(Error::verb("poll(async_fd)", io::Error::last_os_error()));
-        }
-        if n == 0 {
-            return Ok(None);
-        }
-        // SAFETY: ibv_async_event is a C struct of integers and pointers: all-zero is valid.
-        let mut raw: ffi::ibv_async_event = unsafe { std::mem::zeroed() };
-        // ANCHOR: c_ibv_get_async_event
-        // C: int ibv_get_async_event(struct ibv_context *context,
-        //                            struct ibv_async_event *event);
-        // 0, or -1 with errno set. Blocks until an event comes (a read(2) on
-        // context->async_fd); every event it returns must be acknowledged.
-        // SAFETY: raw is an open context and `raw` a valid out-pointer.
-        let rc = unsafe { ffi::ibv_get_async_event(self.raw.as_ptr(), &mut raw) };
-        if rc != 0 {
-            return Err(Error::verb("ibv_get_async_event", io::Error::last_os_error()));
-        }
-        // ANCHOR_END: c_ibv_get_async_event
-        let event = AsyncEvent { raw, _ctx: self };
-        trace::event("ibv_get_async_event").kv("event_type", event.type_name()).emit();
-        Ok(Some(event))
     }
 }
 
