@@ -17,7 +17,7 @@ use rdma_dissect::verbs::IBV_ACCESS_LOCAL_WRITE;
 // The flags this step takes, the mistakes it can make on purpose with `--break`, and
 // what its `--help` says it does.
 type Args = rdma_dissect::cli::PingpongArgs;
-const CASES: &[Case<Args>] = &[];
+const CASES: &[Case<Args>] = &breakit::srq_pingpong::CASES;
 const ABOUT: &str = "Step 12 of ibv_srq_pingpong: -q RC QPs sharing one SRQ, and the SRQ limit's async event (speaks ibv_srq_pingpong's exchange)";
 
 // ANCHOR: main
