@@ -155,8 +155,11 @@ impl SrqArgs {
     /// in flight, so `-r` must be at least `-q`.
     pub fn check(&self, rx_depth: u32) -> crate::error::Result<()> {
         if self.num_qp > rx_depth {
-            return Err(crate::error::Error::new(format!("-q {} with -r {rx_depth}", self.num_qp))
-                .cause("rx_depth is too small for that many QPs: the SRQ must hold at least one receive per QP")
+            return Err(crate::error::Error::new("checking -q against -r")
+                .cause(format!(
+                    "rx_depth {rx_depth} is too small for {} QPs: the SRQ must hold at least one receive per QP",
+                    self.num_qp
+                ))
                 .fix(format!("pass -r {} or more, or fewer QPs", self.num_qp)));
         }
         Ok(())
