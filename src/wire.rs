@@ -139,6 +139,61 @@ pub struct RdmaDest {
     pub addr: u64,
 }
 
+/// srq_pingpong's addresses: one [`Dest`] per QP, each in rc_pingpong's 52-byte format,
+/// always `MAX_QP` (256) of them back to back whatever `-q` is — the C tool writes and
+/// reads its whole `my_dest[MAX_QP]` array, zeroed past its QPs. So the message is
+/// 256 × 52 = 13312 bytes each way. Decoding drops the all-zero entries at the end (QPN 0
+/// is never an RC QP's), leaving the peer's QPs in its order: its QP *i* talks to our QP *i*.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SrqDests {
+    /// The QPs' addresses, at most [`SrqDests::MAX_QP`].
+    pub dests: Vec<Dest>,
+}
+
+impl SrqDests {
+    /// srq_pingpong.c's `MAX_QP`: the entries on the wire, and the most QPs it takes.
+    pub const MAX_QP: usize = 256;
+}
+
+/// One line per QP: srq_pingpong prints a `local address:` (and `remote address:`) line
+/// for each.
+impl fmt::Display for SrqDests {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, dest) in self.dests.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{dest}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Message for SrqDests {
+    const LEN: usize = Self::MAX_QP * <Dest as Message>::LEN;
+    const NAME: &'static str = "srq_pingpong address messages (256 of them)";
+
+    fn encode(&self) -> Vec<u8> {
+        let zero = Dest::default();
+        (0..Self::MAX_QP).flat_map(|i| self.dests.get(i).unwrap_or(&zero).encode()).collect()
+    }
+
+    fn decode(buf: &[u8]) -> Result<Self, WireError> {
+        if buf.len() != Self::LEN {
+            return Err(WireError::WrongLength { expected: Self::LEN, got: buf.len() });
+        }
+        let mut dests = buf.chunks(<Dest as Message>::LEN).map(Dest::decode).collect::<Result<Vec<_>, _>>()?;
+        while dests.last().is_some_and(|d| *d == Dest::default()) {
+            dests.pop();
+        }
+        Ok(SrqDests { dests })
+    }
+
+    fn check(&self) -> Result<(), WireError> {
+        self.dests.iter().try_for_each(Message::check)
+    }
+}
+
 /// The rc_pingpong fields of either message: what the QP connects with (RTR's remote
 /// address, RTS's own PSN), whichever message carried them.
 impl AsRef<Dest> for Dest {
@@ -458,5 +513,23 @@ mod tests {
         m[7] = b'g';
         m[4] = b';';
         assert_eq!(Dest::decode(&m), Err(WireError::BadSeparator { at: 4, after: "LID", found: b';' }));
+    }
+}
+
+#[cfg(test)]
+mod srq_tests {
+    use super::*;
+
+    #[test]
+    fn srq_dests_are_256_messages_and_drop_the_zeroed_tail() {
+        let a = Dest { lid: 0, qpn: 0x11, psn: 0xabcdef, gid: [0xfe; 16] };
+        let b = Dest { qpn: 0x12, ..a };
+        let msg = SrqDests { dests: vec![a, b] };
+        let bytes = msg.encode();
+        assert_eq!(bytes.len(), 13312);
+        // Each entry is rc_pingpong's 52-byte message; the zeroed ones are what C writes.
+        assert_eq!(&bytes[52..104], &b.encode()[..]);
+        assert_eq!(&bytes[104..156], &b"0000:000000:000000:00000000000000000000000000000000\0"[..]);
+        assert_eq!(SrqDests::decode(&bytes).unwrap(), msg);
     }
 }

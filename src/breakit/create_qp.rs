@@ -51,7 +51,7 @@ fn cq_too_small(args: &QpArgs) -> Result<()> {
     for _ in 0..MESSAGES {
         post_send(&s.q.qp, &s.mr, SIZE, s.q.send_flags)?;
     }
-    let event = s.dev.ctx.get_async_event(Duration::from_secs(5))?;
+    let event = s.dev.ctx.get_async_event(Duration::from_secs(5))?.map(|event| event.type_name());
     trace::event("ibv_get_async_event").kv("event_type", event.as_deref().unwrap_or("none within 5 s")).emit();
     let mut wc = [verbs::WC_ZERO; 16];
     let ne = s.q.cq.poll(&mut wc)?;

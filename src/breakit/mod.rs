@@ -24,6 +24,7 @@ pub mod post_send;
 pub mod rdma_cm;
 pub mod rdma_write;
 pub mod reg_mr;
+pub mod srq_pingpong;
 pub mod ud_pingpong;
 
 use std::process::ExitCode;

@@ -37,8 +37,8 @@ pub use ud::{UdArgs, UD_MAX_SIZE};
 
 pub use values::Mtu;
 use values::{
-    parse_gid_index, parse_ib_port, parse_iters, parse_mtu, parse_rx_depth, parse_size, parse_sl, parse_tcp_port,
-    parse_timeout, EnvAware,
+    parse_gid_index, parse_ib_port, parse_iters, parse_mtu, parse_num_qp, parse_rx_depth, parse_size, parse_sl,
+    parse_tcp_port, parse_timeout, EnvAware,
 };
 
 /// Which device, port and GID: all any verbs program needs to open and address a port.
@@ -141,6 +141,31 @@ pub struct BwArgs {
     /// MiB/s like ib_write_bw
     #[arg(long)]
     pub bw: bool,
+}
+
+/// Step 12's own flag, besides [`PingpongArgs`]: `ibv_srq_pingpong`'s `-q`.
+#[derive(Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrqArgs {
+    /// Number of QPs sharing the one SRQ (1-256; each side needs the same number, and
+    /// -r at least this many receives)
+    #[arg(short = 'q', long = "num-qp", value_name = "NUM", default_value = "16", value_parser = parse_num_qp)]
+    pub num_qp: u32,
+}
+
+impl SrqArgs {
+    /// srq_pingpong's own check: the pool needs a receive per QP that may have a message
+    /// in flight, so `-r` must be at least `-q`.
+    pub fn check(&self, rx_depth: u32) -> crate::error::Result<()> {
+        if self.num_qp > rx_depth {
+            return Err(crate::error::Error::new("checking -q against -r")
+                .cause(format!(
+                    "rx_depth {rx_depth} is too small for {} QPs: the SRQ must hold at least one receive per QP",
+                    self.num_qp
+                ))
+                .fix(format!("pass -r {} or more, or fewer QPs", self.num_qp)));
+        }
+        Ok(())
+    }
 }
 
 /// All of `ibv_rc_pingpong`'s flags that the steps implement (05–09 flatten this).

@@ -143,6 +143,11 @@ pub(super) fn parse_rx_depth(s: &str) -> Result<u32, String> {
     in_range(s, 1, i32::MAX as u64 - 1, "the CQ gets rx-depth + 1 entries, a C int").map(|v| v as u32)
 }
 
+pub(super) fn parse_num_qp(s: &str) -> Result<u32, String> {
+    // srq_pingpong.c keeps its QPs in `qp[MAX_QP]` and always exchanges MAX_QP addresses.
+    in_range(s, 1, crate::wire::SrqDests::MAX_QP as u64, "srq_pingpong's MAX_QP is 256").map(|v| v as u32)
+}
+
 pub(super) fn parse_iters(s: &str) -> Result<u32, String> {
     let v = parse_number(s)?;
     if v == 0 {

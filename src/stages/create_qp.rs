@@ -104,6 +104,15 @@ pub fn create_queues(
     opts: QpOptions,
     create: impl FnOnce(&Rc<Pd>, &Rc<Cq>, ibv_qp_init_attr) -> Result<Qp>,
 ) -> Result<Queues> {
+    let (channel, cq) = create_cq(ctx, opts)?;
+    let qp = create(pd, &cq, qp_init_attr(&cq, opts))?;
+    Ok(Queues { qp, cq, channel, send_flags: IBV_SEND_SIGNALED })
+}
+
+/// The CQ sized by `opts.cqe` and, with `opts.use_event`, the completion channel it
+/// signals on: [`create_queues`]'s first half, on its own for a program whose QPs share
+/// one CQ (step 12's).
+pub fn create_cq(ctx: &Rc<Context>, opts: QpOptions) -> Result<(Option<Rc<CompChannel>>, Rc<Cq>)> {
     // ANCHOR: hole_comp_channel HOLE(Option<Rc<CompChannel>>): with -e (opts.use_event) a completion channel for the CQ to signal on (ibv_create_comp_channel), else none
     let channel = if opts.use_event { Some(CompChannel::create(ctx)?) } else { None };
     // ANCHOR_END: hole_comp_channel
@@ -111,9 +120,13 @@ pub fn create_queues(
     // ANCHOR: hole_create_cq HOLE(Rc<Cq>): a CQ with room for opts.cqe completions, attached to the channel if there is one, completion vector 0 (ibv_create_cq)
     let cq = Cq::create(ctx, opts.cqe as i32, channel.as_ref(), 0)?;
     // ANCHOR_END: hole_create_cq
+    Ok((channel, cq))
+}
 
+/// The `ibv_qp_init_attr` of a QP of `opts.qp_type` whose queues complete on `cq`, sized by `opts`.
+pub fn qp_init_attr(cq: &Cq, opts: QpOptions) -> ibv_qp_init_attr {
     // ANCHOR: init_attr
-    let init_attr = ibv_qp_init_attr {
+    ibv_qp_init_attr {
         send_cq: cq.as_ptr(),
         recv_cq: cq.as_ptr(),
         cap: ibv_qp_cap {
@@ -131,19 +144,24 @@ pub fn create_queues(
         qp_type: opts.qp_type,
         // ANCHOR_END: hole_qp_type
         ..Default::default()
-    };
+    }
     // ANCHOR_END: init_attr
-    let qp = create(pd, &cq, init_attr)?;
-    Ok(Queues { qp, cq, channel, send_flags: IBV_SEND_SIGNALED })
 }
 
 /// Creates the CQ (and completion channel) and a QP of `opts.qp_type` in `pd`, then moves
 /// it RESET→INIT: an RC QP with its remote access flags, a UD QP with its Q_Key.
 pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
     let q = create_queues(&dev.ctx, pd, opts, Qp::create)?;
+    let send_flags = init_qp(dev, &q.qp, opts)?;
+    Ok(Queues { send_flags, ..q })
+}
 
-    let cap = q.qp.query_cap()?;
-    let mut send_flags = q.send_flags;
+/// [`create_qp`]'s second half, for a QP just created: chooses its send flags (inline when
+/// a message fits what `ibv_query_qp` says was granted) and moves it RESET→INIT. Returns the
+/// send flags.
+pub fn init_qp(dev: &Device, qp: &Qp, opts: QpOptions) -> Result<ibv_send_flags> {
+    let cap = qp.query_cap()?;
+    let mut send_flags = IBV_SEND_SIGNALED;
     // ANCHOR: hole_inline HOLE: add IBV_SEND_INLINE to send_flags when a whole message (opts.size) fits in what the device granted inline (cap.max_inline_data)
     if cap.max_inline_data >= opts.size {
         send_flags |= IBV_SEND_INLINE;
@@ -172,10 +190,10 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
     // The mask picks which of the fields above the kernel reads: qkey for UD, the access
     // flags for RC (each transport refuses the other's attribute at INIT).
     let mask = if opts.qp_type == IBV_QPT_UD { UD_INIT_MASK } else { INIT_MASK };
-    q.qp.modify(&attr, mask)?;
+    qp.modify(&attr, mask)?;
     // ANCHOR_END: init
 
-    Ok(Queues { send_flags, ..q })
+    Ok(send_flags)
 }
 
 // ANCHOR: mask

@@ -63,7 +63,7 @@ pub fn local_dest(dev: &Device, qp: &Qp) -> Dest {
 /// sent — and connects afterwards, as rc_pingpong's `main` does. `M` is [`Dest`] for steps
 /// 05–08 and [`crate::wire::RdmaDest`] for 09. Prints rc_pingpong's `local address:` line.
 pub fn exchange_dest<'a, M: Message + std::fmt::Display>(peer: &Peer, local: &'a M) -> Result<Exchange<'a, M>> {
-    trace::line(format_args!("  local address:  {local}"));
+    show_address("local address: ", local);
     let port = peer.port;
     match &peer.host {
         None => {
@@ -115,11 +115,19 @@ impl<M: Message + std::fmt::Display> Exchange<'_, M> {
             conn.recv_done()?;
             trace::event("tcp recv").kv("done", "yes").emit();
         }
-        trace::line(format_args!("  remote address: {}", self.remote));
+        show_address("remote address:", &self.remote);
         Ok(self.remote)
     }
 }
 // ANCHOR_END: exchange
+
+/// rc_pingpong's `  local address:  …` / `  remote address: …` line, one per line of the
+/// address: srq_pingpong's message holds one address per QP, and it prints a line each.
+fn show_address(label: &str, address: &impl std::fmt::Display) {
+    for line in address.to_string().lines() {
+        trace::line(format_args!("  {label} {line}"));
+    }
+}
 
 // ANCHOR: stage
 /// `ibv_modify_qp` INIT→RTR towards `remote`, with path MTU `mtu` and service level `sl`.

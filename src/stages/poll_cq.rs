@@ -48,7 +48,7 @@ use crate::role::Role;
 use crate::stages::create_qp::Queues;
 use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::trace;
-use crate::verbs::{self, page_size, Mr, Watchdog};
+use crate::verbs::{self, ibv_wc, page_size, CompChannel, Cq, Mr, Watchdog};
 
 /// The ping-pong's parameters (`-s`, `-r`, `-n`, `-c`).
 #[derive(Debug, Clone, Copy)]
@@ -143,6 +143,27 @@ pub fn pingpong(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions) -> R
 /// [`pingpong`], posting through `post`.
 pub fn pingpong_with(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions, post: &impl Post) -> Result<Stats> {
     let client = role == Role::Client;
+    let first = |mr: &Mr| post.send(q, mr, opts.size);
+    let looped = |mr: &Mr, dog: &Watchdog, n: &mut Counts| exchange(client, q, mr, opts, post, dog, n);
+    timed(role, &q.cq, q.channel.is_some(), mr, opts, post, first, looped)
+}
+
+/// [`pingpong`]'s frame around a loop, shared with step 12's loop over several QPs:
+/// `first` is the client's first post, `looped` the loop itself, which counts in `Counts`.
+/// `events`: the CQ signals a completion channel (`-e`), whose events are acked here.
+/// `post` is asked only what its transport tells a side whose peer went silent.
+#[allow(clippy::too_many_arguments)]
+pub fn timed(
+    role: Role,
+    cq: &Cq,
+    events: bool,
+    mr: &mut Mr,
+    opts: PingpongOptions,
+    post: &impl Post,
+    first: impl FnOnce(&Mr) -> Result<()>,
+    looped: impl FnOnce(&Mr, &Watchdog, &mut Counts) -> Result<()>,
+) -> Result<Stats> {
+    let client = role == Role::Client;
     if client && opts.chk {
         mr.write(0, &pattern(mr.len()));
     }
@@ -157,10 +178,10 @@ pub fn pingpong_with(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions,
     // (rxe_post_send: "utilize process context"), so a large message's first post sends
     // many of its packets before it returns.
     if client {
-        post.send(q, mr, opts.size)?;
+        first(mr)?;
     }
     let start = Instant::now();
-    let looped = exchange(client, q, mr, opts, post, &dog, &mut n);
+    let looped = looped(mr, &dog, &mut n);
     let elapsed = start.elapsed();
     drop(mute);
     let fired = dog.fired();
@@ -169,15 +190,15 @@ pub fn pingpong_with(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions,
         // When the watchdog has fired, whatever error the loop ended with (the interrupted
         // ibv_get_cq_event's EINTR, or the empty poll that saw the flag) is its doing.
         if fired {
-            let verb = if q.channel.is_some() { "ibv_get_cq_event" } else { "ibv_poll_cq" };
+            let verb = if events { "ibv_get_cq_event" } else { "ibv_poll_cq" };
             return Err(no_completion(verb, opts, n.scnt, n.rcnt, post));
         }
         return Err(err);
     }
 
     trace::event("ping-pong").kv("sends", n.scnt).kv("recvs", n.rcnt).emit();
-    if q.channel.is_some() {
-        q.cq.ack_events();
+    if events {
+        cq.ack_events();
         trace::event("ibv_ack_cq_events").kv("nevents", n.num_cq_events).emit();
     }
     if opts.chk {
@@ -190,10 +211,13 @@ pub fn pingpong_with(role: Role, q: &Queues, mr: &mut Mr, opts: PingpongOptions,
 /// rc_pingpong's counters, kept by the caller so that a loop that failed can still say
 /// how far it got.
 #[derive(Default)]
-struct Counts {
-    scnt: u32,
-    rcnt: u32,
-    num_cq_events: u32,
+pub struct Counts {
+    /// SENDs completed.
+    pub scnt: u32,
+    /// Receives completed.
+    pub rcnt: u32,
+    /// CQ events received (`-e`), to ack at the end.
+    pub num_cq_events: u32,
 }
 
 // ANCHOR: loop
@@ -214,30 +238,7 @@ fn exchange(
     let mut pending = if client { PINGPONG_RECV_WRID | PINGPONG_SEND_WRID } else { PINGPONG_RECV_WRID };
 
     while n.rcnt < opts.iters || n.scnt < opts.iters {
-        if let Some(channel) = &q.channel {
-            channel.get_cq_event(&q.cq)?;
-            n.num_cq_events += 1;
-            // ANCHOR: hole_rearm HOLE: with -e: arming is one-shot. What must happen before we poll, so no completion is missed?
-            q.cq.req_notify(false)?;
-            // ANCHOR_END: hole_rearm
-        }
-
-        let ne = loop {
-            // ANCHOR: hole_poll HOLE(usize): take up to two completions off the CQ without blocking (ibv_poll_cq): how many came
-            let ne = q.cq.poll(&mut wc)?;
-            // ANCHOR_END: hole_poll
-            if q.channel.is_some() || ne >= 1 {
-                break ne;
-            }
-            // An empty poll: one load tells whether the watchdog gave up on the peer.
-            if dog.fired() {
-                return Err(Error::new("ibv_poll_cq"));
-            }
-        };
-        dog.progress();
-
-        // How many of its kind completed before: a failure's explanation weighs that.
-        check_wcs(&q.cq, &wc[..ne], |wr_id| u64::from(if wr_id == PINGPONG_SEND_WRID { n.scnt } else { n.rcnt }))?;
+        let ne = next_batch(&q.cq, q.channel.as_deref(), &mut wc, dog, n)?;
         for wc in &wc[..ne] {
             match wc.wr_id() {
                 PINGPONG_SEND_WRID => n.scnt += 1,
@@ -268,6 +269,45 @@ fn exchange(
     Ok(())
 }
 // ANCHOR_END: loop
+
+/// One turn of the loop's wait, shared by the loops of 08 and 12: with `-e`, sleep until
+/// the CQ's event and re-arm it; then take the completions that are there into `wc`
+/// (busy-polling until at least one came, without `-e`), tell the watchdog, and fail on
+/// the first failed one. Returns how many completions are in `wc`.
+#[inline]
+pub fn next_batch(
+    cq: &Cq,
+    channel: Option<&CompChannel>,
+    wc: &mut [ibv_wc],
+    dog: &Watchdog,
+    n: &mut Counts,
+) -> Result<usize> {
+    if let Some(channel) = channel {
+        channel.get_cq_event(cq)?;
+        n.num_cq_events += 1;
+        // ANCHOR: hole_rearm HOLE: with -e: arming is one-shot. What must happen before we poll, so no completion is missed?
+        cq.req_notify(false)?;
+        // ANCHOR_END: hole_rearm
+    }
+
+    let ne = loop {
+        // ANCHOR: hole_poll HOLE(usize): take the completions that are there off the CQ, up to wc.len(), without blocking (ibv_poll_cq): how many came
+        let ne = cq.poll(wc)?;
+        // ANCHOR_END: hole_poll
+        if channel.is_some() || ne >= 1 {
+            break ne;
+        }
+        // An empty poll: one load tells whether the watchdog gave up on the peer.
+        if dog.fired() {
+            return Err(Error::new("ibv_poll_cq"));
+        }
+    };
+    dog.progress();
+
+    // How many of its kind completed before: a failure's explanation weighs that.
+    check_wcs(cq, &wc[..ne], |wr_id| u64::from(if wr_id == PINGPONG_SEND_WRID { n.scnt } else { n.rcnt }))?;
+    Ok(ne)
+}
 // ANCHOR_END: stage
 
 /// The watchdog's error: nothing completed for `opts.timeout` (see the module doc).

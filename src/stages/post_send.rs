@@ -30,7 +30,7 @@ use crate::poll::{
 use crate::role::Role;
 use crate::stages::create_qp::Queues;
 use crate::trace::{self, Hex64, Key};
-use crate::verbs::{ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, names, Mr, Qp, IBV_WR_SEND};
+use crate::verbs::{ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, names, Mr, Qp, RecvQueue, IBV_WR_SEND};
 
 /// `wr_id` of receive work requests (`PINGPONG_RECV_WRID`).
 pub const PINGPONG_RECV_WRID: u64 = 1;
@@ -38,8 +38,9 @@ pub const PINGPONG_RECV_WRID: u64 = 1;
 pub const PINGPONG_SEND_WRID: u64 = 2;
 
 // ANCHOR: stage
-/// `pp_post_recv`: posts `n` receive WRs, each for the first `size` bytes of `mr`.
-pub fn post_recv(qp: &Qp, mr: &Mr, size: u32, n: u32) -> Result<()> {
+/// `pp_post_recv`: posts `n` receive WRs, each for the first `size` bytes of `mr`, to a
+/// QP's receive queue (or, in step 12, to an SRQ: `ibv_post_srq_recv`).
+pub fn post_recv<Q: RecvQueue>(qp: &Q, mr: &Mr, size: u32, n: u32) -> Result<()> {
     // ANCHOR: hole_recv_sge HOLE(ibv_sge): one scatter entry: the first `size` bytes of the MR, with the key that proves we may use it locally
     let list = ibv_sge { addr: mr.addr(), length: size, lkey: mr.lkey() };
     // ANCHOR_END: hole_recv_sge
@@ -49,7 +50,7 @@ pub fn post_recv(qp: &Qp, mr: &Mr, size: u32, n: u32) -> Result<()> {
         qp.post_recv(&mut wr, &[list], mr)?;
         // ANCHOR_END: hole_post_recv
     }
-    trace::event("ibv_post_recv")
+    trace::event(Q::VERB)
         .kv("count", n)
         .kv("wr_id", wr.wr_id)
         .kv("sge.addr", Hex64(list.addr))

@@ -137,14 +137,17 @@ impl Context {
         &self.name
     }
 
-    /// `ibv_get_async_event` (then `ibv_ack_async_event`), waiting at most `timeout`:
-    /// the name of the next *asynchronous* event (`IBV_EVENT_CQ_ERR`,
-    /// `IBV_EVENT_QP_FATAL`, ...), or `None` if none came.
+    /// `ibv_get_async_event`, waiting at most `timeout` (0: only if one is there): the
+    /// next *asynchronous* event (`IBV_EVENT_CQ_ERR`, `IBV_EVENT_QP_FATAL`,
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`, ...), or `None` if none came. The event is
+    /// acknowledged by [`AsyncEvent::ack`] or when dropped.
     ///
     /// Errors that belong to no work request — a CQ that overflowed, a QP that broke
     /// outside any WR — are not reported by any verb call: the device queues them on the
-    /// context's async fd, and a program that never reads it never learns of them.
-    pub fn get_async_event(&self, timeout: std::time::Duration) -> Result<Option<String>> {
+    /// context's async fd, and a program that never reads it never learns of them. The
+    /// verb itself blocks (a read(2) of that fd); a `poll(2)` first bounds the wait. (A
+    /// production program reads them on a thread of its own, blocking in the verb.)
+    pub fn get_async_event(&self, timeout: std::time::Duration) -> Result<Option<AsyncEvent<'_>>> {
         // SAFETY: raw is an open context; async_fd is a plain field set at open.
         let fd = unsafe { (*self.raw.as_ptr()).async_fd };
         let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
@@ -158,16 +161,18 @@ impl Context {
             return Ok(None);
         }
         // SAFETY: zeroed is a valid ibv_async_event (plain C data) for the verb to fill.
-        let mut event: ffi::ibv_async_event = unsafe { std::mem::zeroed() };
-        // SAFETY: raw is an open context and event a valid out-struct; poll said an event
+        let mut raw: ffi::ibv_async_event = unsafe { std::mem::zeroed() };
+        // ANCHOR: c_ibv_get_async_event
+        // C: int ibv_get_async_event(struct ibv_context *context,
+        //                            struct ibv_async_event *event);
+        // 0, or -1 with errno set. Blocks until an event comes; every event it returns
+        // must be acknowledged with ibv_ack_async_event.
+        // SAFETY: raw is an open context and `raw` a valid out-struct; poll said an event
         // is ready, so the (blocking) verb returns at once.
-        let rc = unsafe { ffi::ibv_get_async_event(self.raw.as_ptr(), &mut event) };
+        let rc = unsafe { ffi::ibv_get_async_event(self.raw.as_ptr(), &mut raw) };
         check("ibv_get_async_event", rc)?;
-        let name = names::event_type_name(event.event_type);
-        // Every event must be acknowledged, or destroying its CQ/QP blocks forever.
-        // SAFETY: event came from ibv_get_async_event and is acknowledged once.
-        unsafe { ffi::ibv_ack_async_event(&mut event) };
-        Ok(Some(name))
+        // ANCHOR_END: c_ibv_get_async_event
+        Ok(Some(AsyncEvent { raw, acked: false, _ctx: self }))
     }
 
     /// `ibv_query_device`: the device's limits and identity.
@@ -297,5 +302,51 @@ impl Drop for Context {
         let rc = unsafe { ffi::ibv_close_device(self.raw.as_ptr()) };
         report_destroy("ibv_close_device", rc);
         trace::event("ibv_close_device").kv("device", &self.name).emit();
+    }
+}
+
+/// `struct ibv_async_event`: one event the device raised outside any completion — an
+/// SRQ's limit reached, a QP's fatal error, a CQ overrun, a port going down. Destroying
+/// the object it is about waits until it is acknowledged: [`AsyncEvent::ack`], or drop.
+pub struct AsyncEvent<'a> {
+    raw: ffi::ibv_async_event,
+    acked: bool,
+    _ctx: &'a Context,
+}
+
+impl AsyncEvent<'_> {
+    /// The event type's C name, e.g. `IBV_EVENT_SRQ_LIMIT_REACHED`.
+    pub fn type_name(&self) -> String {
+        names::event_type_name(self.raw.event_type)
+    }
+
+    /// Whether it is `IBV_EVENT_SRQ_LIMIT_REACHED` for `srq`.
+    pub fn is_limit_of(&self, srq: &Srq) -> bool {
+        // SAFETY: the union's members are all pointers or an int; the bytes are only
+        // compared with srq's handle, never followed.
+        self.raw.event_type == ffi::IBV_EVENT_SRQ_LIMIT_REACHED && unsafe { self.raw.element.srq } == srq.as_ptr()
+    }
+
+    /// `ibv_ack_async_event`.
+    pub fn ack(mut self) {
+        self.ack_once();
+    }
+
+    fn ack_once(&mut self) {
+        if !self.acked {
+            self.acked = true;
+            // ANCHOR: c_ibv_ack_async_event
+            // C: void ibv_ack_async_event(struct ibv_async_event *event);
+            // Cannot fail; destroying the CQ, QP or SRQ an event is about waits for its ack.
+            // SAFETY: raw came from a successful ibv_get_async_event and is acked once.
+            unsafe { ffi::ibv_ack_async_event(&mut self.raw) };
+            // ANCHOR_END: c_ibv_ack_async_event
+        }
+    }
+}
+
+impl Drop for AsyncEvent<'_> {
+    fn drop(&mut self) {
+        self.ack_once();
     }
 }

@@ -21,6 +21,8 @@ pub struct Qp {
     state: Cell<ffi::ibv_qp_state::Type>,
     // The CM id that created it (rdma_create_qp), which destroys it: `None` for ours.
     cm: Option<Rc<CmId>>,
+    // The SRQ it takes its receives from, if any: kept alive as long as the QP.
+    _srq: Option<Rc<Srq>>,
     _cq: Rc<Cq>,
     _pd: Rc<Pd>,
 }
@@ -44,7 +46,8 @@ impl Qp {
         let raw = unsafe { ffi::ibv_create_qp(pd.raw.as_ptr(), &mut init_attr) };
         let raw = NonNull::new(raw).ok_or_else(|| Error::verb("ibv_create_qp", io::Error::last_os_error()))?;
         // ANCHOR_END: c_ibv_create_qp
-        let qp = Qp { raw, state: Cell::new(IBV_QPS_RESET), cm: None, _cq: Rc::clone(cq), _pd: Rc::clone(pd) };
+        let qp =
+            Qp { raw, state: Cell::new(IBV_QPS_RESET), cm: None, _srq: None, _cq: Rc::clone(cq), _pd: Rc::clone(pd) };
         // ibv_create_qp writes back the capacities it granted, which may exceed the request.
         let got = init_attr.cap;
         trace::event("ibv_create_qp")
@@ -55,6 +58,16 @@ impl Qp {
             .kv("cap.max_recv_sge", format!("{}→{}", asked.max_recv_sge, got.max_recv_sge))
             .kv("qp_num", Qpn(qp.qp_num()))
             .emit();
+        Ok(qp)
+    }
+
+    /// [`Qp::create`] of a QP that takes its receives from `srq` (`init_attr.srq`, set
+    /// here): it has no receive queue of its own, so `cap.max_recv_wr` and `max_recv_sge`
+    /// are ignored and [`Qp::post_recv`] on it fails. The QP keeps the SRQ alive.
+    pub fn create_on_srq(pd: &Rc<Pd>, cq: &Rc<Cq>, srq: &Rc<Srq>, mut init_attr: ibv_qp_init_attr) -> Result<Self> {
+        init_attr.srq = srq.as_ptr();
+        let mut qp = Qp::create(pd, cq, init_attr)?;
+        qp._srq = Some(Rc::clone(srq));
         Ok(qp)
     }
 
@@ -87,6 +100,7 @@ impl Qp {
             raw,
             state: Cell::new(IBV_QPS_RESET),
             cm: Some(Rc::clone(id)),
+            _srq: None,
             _cq: Rc::clone(cq),
             _pd: Rc::clone(pd),
         };
@@ -303,7 +317,7 @@ impl Qp {
 }
 
 /// What a send and a receive work request share: a scatter/gather list and a `next` link.
-trait WorkRequest {
+pub(super) trait WorkRequest {
     fn set_list(&mut self, sg_list: *mut ibv_sge, num_sge: i32);
 }
 
@@ -321,7 +335,7 @@ impl WorkRequest for ibv_recv_wr {
 
 /// How much of each entry's range [`attach`] checks against its MR.
 #[derive(Clone, Copy, PartialEq)]
-enum Range {
+pub(super) enum Range {
     /// All of it.
     Whole,
     /// Only that it starts inside (see [`Qp::post_send_unchecked_end`]).
@@ -332,7 +346,7 @@ enum Range {
 /// `mr`'s lkey and lies in it (with [`Range::StartOnly`], starts in it): the pointers the
 /// verb will follow then point at registered memory.
 #[inline]
-fn attach(
+pub(super) fn attach(
     wr: &mut impl WorkRequest,
     sg_list: &[ibv_sge],
     mr: &Mr,

@@ -50,6 +50,7 @@ pub const RULES: &[(&str, &str, Pass)] = &[
     // where the device rounds up (rxe's CQ of 501 has 511 entries).
     (r"(?P<pre>\bcap\.\w+=\d+→)\d+", "${pre}[GRANTED]", Pass::Device),
     (r"(?P<pre>\bcq\.cqe=)\d+", "${pre}[GRANTED]", Pass::Device),
+    (r"(?P<pre>\battr\.max_(?:wr|sge)=\d+→)\d+", "${pre}[GRANTED]", Pass::Device),
     (r"(?P<pre>\bcap\.max_inline_data=)\d+", "${pre}[GRANTED]", Pass::Device),
     (r"\bport=\d+", "port=[PORT]", Pass::Both),
     (r"\bnevents=\d+", "nevents=[COUNT]", Pass::Both),
@@ -398,12 +399,15 @@ pub fn redact_sections(text: &str, run: &Picks, dev: &Device) -> String {
     out + &redact(&section, side, run, dev)
 }
 
-/// Every size a device grants is at least the one asked: `cap.max_send_wr=1→N` and
-/// `ibv_create_cq cqe=A … cq.cqe=B`.
+/// Every size a device grants is at least the one asked: `cap.max_send_wr=1→N`,
+/// `attr.max_wr=500→N` (an SRQ) and `ibv_create_cq cqe=A … cq.cqe=B`.
 fn check_granted(text: &str) {
     static CAP: OnceLock<(Regex, Regex)> = OnceLock::new();
     let (cap, cq) = CAP.get_or_init(|| {
-        (Regex::new(r"\b(cap\.\w+)=(\d+)→(\d+)").unwrap(), Regex::new(r"\bcqe=(\d+) .*\bcq\.cqe=(\d+)").unwrap())
+        (
+            Regex::new(r"\b((?:cap|attr)\.\w+)=(\d+)→(\d+)").unwrap(),
+            Regex::new(r"\bcqe=(\d+) .*\bcq\.cqe=(\d+)").unwrap(),
+        )
     });
     for c in cap.captures_iter(text) {
         let (asked, got): (u64, u64) = (c[2].parse().unwrap(), c[3].parse().unwrap());
@@ -439,6 +443,7 @@ mod tests {
         assert_eq!(
             device,
             [
+                "${pre}[GRANTED]",
                 "${pre}[GRANTED]",
                 "${pre}[GRANTED]",
                 "${pre}[GRANTED]",

@@ -14,5 +14,6 @@ mod env_defaults;
 mod interop;
 mod memcheck;
 mod rping;
+mod srq_interop;
 mod steps;
 mod ud_interop;

@@ -30,10 +30,11 @@ fn single(bin: &str, program: &str) {
     book_output("steps", bin, &raw);
 }
 
-/// A two-role step (05–09): `steps__<bin>-server.snap` and `steps__<bin>-client.snap`.
-fn pair(bin: &str, program: &str) {
+/// A two-role step (05–09, 11, 12) with `flags` on both sides: `steps__<bin>-server.snap`
+/// and `steps__<bin>-client.snap`.
+fn pair(bin: &str, program: &str, flags: &[&str]) {
     let _device = device_lock();
-    let (s, c) = Run::new(common::step(bin).unwrap()).ours(program).server_client();
+    let (s, c) = Run::new(common::step(bin).unwrap()).ours(program).flags(flags).server_client();
     record_pair(bin, &s, &c, redact);
 }
 
@@ -77,27 +78,27 @@ fn step_04_create_qp() {
 
 #[test]
 fn step_05_modify_qp_rtr() {
-    pair("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"));
+    pair("05_modify_qp_rtr", env!("CARGO_BIN_EXE_05_modify_qp_rtr"), &[]);
 }
 
 #[test]
 fn step_06_modify_qp_rts() {
-    pair("06_modify_qp_rts", env!("CARGO_BIN_EXE_06_modify_qp_rts"));
+    pair("06_modify_qp_rts", env!("CARGO_BIN_EXE_06_modify_qp_rts"), &[]);
 }
 
 #[test]
 fn step_07_post_send() {
-    pair("07_post_send", env!("CARGO_BIN_EXE_07_post_send"));
+    pair("07_post_send", env!("CARGO_BIN_EXE_07_post_send"), &[]);
 }
 
 #[test]
 fn step_08_poll_cq() {
-    pair("08_poll_cq", env!("CARGO_BIN_EXE_08_poll_cq"));
+    pair("08_poll_cq", env!("CARGO_BIN_EXE_08_poll_cq"), &[]);
 }
 
 #[test]
 fn step_09_rdma_write() {
-    pair("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"));
+    pair("09_rdma_write", env!("CARGO_BIN_EXE_09_rdma_write"), &[]);
 }
 
 /// Step 10 (roles `cm`): our server and our client over rdma_cm, on the device's address:
@@ -116,10 +117,11 @@ fn step_10_rdma_cm() {
 
 #[test]
 fn step_11_ud_pingpong() {
-    pair("11_ud_pingpong", env!("CARGO_BIN_EXE_11_ud_pingpong"));
+    pair("11_ud_pingpong", env!("CARGO_BIN_EXE_11_ud_pingpong"), &[]);
 }
 
+/// Step 12 with `-q 2`: two QPs show everything sixteen would, in an eighth of the lines.
 #[test]
 fn step_12_srq_pingpong() {
-    pair("12_srq_pingpong", env!("CARGO_BIN_EXE_12_srq_pingpong"));
+    pair("12_srq_pingpong", env!("CARGO_BIN_EXE_12_srq_pingpong"), &["-q", "2"]);
 }

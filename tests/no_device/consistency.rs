@@ -217,6 +217,12 @@ fn steps_call_the_connection_stages_in_order() {
         if n >= 5 && step.pair {
             calls[4] = "connect(".to_string();
         }
+        // 12 builds -q QPs on one SRQ and connects them all: its stage does both, with
+        // stage 04's and 06's functions inside (src/stages/srq_pingpong.rs).
+        if bin == "12_srq_pingpong" {
+            calls[3] = "create_srq_qps(".to_string();
+            calls[4] = "connect_srq(".to_string();
+        }
         let mut last = 0;
         for call in calls {
             let at = body.find(&call).unwrap_or_else(|| panic!("steps/{bin}.rs does not call {call}"));

@@ -39,7 +39,8 @@ pub enum Player {
     /// reference), at this path.
     Ours(String),
     /// The C tool the step dissects (`pair` steps): rdma-core's `ibv_rc_pingpong`
-    /// (`ibv_ud_pingpong` for 11), or perftest's `ib_write_bw` for 09 (its address message is ours, so this is only ever
+    /// (`ibv_ud_pingpong` for 11, `ibv_srq_pingpong` for 12), or perftest's `ib_write_bw`
+    /// for 09 (its address message is ours, so this is only ever
     /// its own peer, as in lab/bench).
     C,
     /// Debian's rping (`cm` steps), rdma-core's `librdmacm/examples/rping.c`.
@@ -63,6 +64,7 @@ impl Player {
             (Player::Ours(program), _) => Ok(program.clone()),
             (Player::C, Roles::Pair) if step.bin == "09_rdma_write" => Ok("ib_write_bw".into()),
             (Player::C, Roles::Pair) if step.bin == "11_ud_pingpong" => Ok("ibv_ud_pingpong".into()),
+            (Player::C, Roles::Pair) if step.bin == "12_srq_pingpong" => Ok("ibv_srq_pingpong".into()),
             (Player::C, Roles::Pair) => Ok("ibv_rc_pingpong".into()),
             (Player::Rping, Roles::Cm) => Ok(crate::cm::RPING.into()),
             (Player::C, _) => Err(format!("{} has no C peer (rping's steps take --peer rping)", step.bin)),

@@ -102,7 +102,7 @@ const DEFAULT_RUNS: Runs = &[&[]];
 /// The steps (steps/list.txt, through testkit) are checked with their defaults, a pair step
 /// against the C tool in both roles, except for what this table says: more argument sets,
 /// or another partner.
-const SPECIAL: [(&str, Option<Partner>, Runs); 4] = [
+const SPECIAL: [(&str, Option<Partner>, Runs); 5] = [
     ("03_reg_mr", None, &[&[], &["-s", "100"]]),
     // -e: the completion channel; -s 16: a size that goes inline on rxe0 (max_inline_data 16).
     ("04_create_qp", None, &[&[], &["-e", "-s", "16"]]),
@@ -110,6 +110,8 @@ const SPECIAL: [(&str, Option<Partner>, Runs); 4] = [
     ("08_poll_cq", None, &[&["-n", "100", "-r", "8"], &["-e", "-n", "100", "-r", "8"]]),
     // Its address message is ours (78 bytes): the C tool cannot be its peer.
     ("09_rdma_write", Some(Partner::Reference), DEFAULT_RUNS),
+    // -q 4 -r 8: the pool is refilled every 4 receives and the SRQ limit (5) is reached.
+    ("12_srq_pingpong", None, &[&["-q", "4", "-r", "8", "-n", "100"], &["-e", "-q", "4", "-r", "8", "-n", "100"]]),
 ];
 
 fn step(nn: &str) -> Result<Step, String> {
@@ -192,6 +194,7 @@ mod tests {
         assert_eq!(step("08").unwrap().runs.len(), 2);
         let cm = step("10").unwrap();
         assert!(cm.partner == Some(Partner::Rping) && cm.cm, "step 10 is graded against rping");
-        assert!(step("99").err().unwrap().contains("no step `99`"));
+        assert_eq!(step("12").unwrap().runs.len(), 2);
+        assert!(step("13").err().unwrap().contains("no step `13`"));
     }
 }

@@ -234,8 +234,10 @@ pub(super) fn snapshot_test(new: &New) -> String {
         Roles::Pair => "pair",
         Roles::Cm => "cm",
     };
+    // `pair` takes the flags both sides run with: none, to begin with.
+    let flags = if matches!(new.roles, Roles::Pair) { ", &[]" } else { "" };
     let bin = &new.bin;
-    format!("\n#[test]\nfn step_{bin}() {{\n    {run}(\"{bin}\", env!(\"CARGO_BIN_EXE_{bin}\"));\n}}\n")
+    format!("\n#[test]\nfn step_{bin}() {{\n    {run}(\"{bin}\", env!(\"CARGO_BIN_EXE_{bin}\"){flags});\n}}\n")
 }
 
 pub(super) fn exe(bin: &str) -> String {
