@@ -24,10 +24,14 @@ impl Srq {
     /// `ibv_create_srq(pd, &init_attr)` with room for `max_wr` receives of `max_sge`
     /// scatter entries each. The device may grant more: `init_attr.attr` is written back.
     pub fn create(pd: &Rc<Pd>, max_wr: u32, max_sge: u32) -> Result<Rc<Self>> {
-        let mut init_attr = ffi::ibv_srq_init_attr {
-            srq_context: ptr::null_mut(),
-            attr: ffi::ibv_srq_attr { max_wr, max_sge, srq_limit: 0 },
-        };
+        // Zeroed whole, padding included, and not built as a literal (which leaves the 4
+        // bytes of padding after `attr` undefined): libibverbs' ibv_cmd_create_srq copies
+        // sizeof(struct ibv_srq_init_attr) into a struct ibv_srq_init_attr_ex, where those
+        // bytes become `comp_mask`, which it then tests (rdma-core v44 cmd_srq.c; valgrind
+        // reports the test when they are left undefined).
+        // SAFETY: all-zero bytes are a valid ibv_srq_init_attr (a null pointer and zeros).
+        let mut init_attr: ffi::ibv_srq_init_attr = unsafe { std::mem::zeroed() };
+        init_attr.attr = ffi::ibv_srq_attr { max_wr, max_sge, srq_limit: 0 };
         // ANCHOR: c_ibv_create_srq
         // C: struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
         //                                   struct ibv_srq_init_attr *srq_init_attr);
