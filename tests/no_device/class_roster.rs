@@ -31,11 +31,8 @@ const KEY_B: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM3m9d0dZ0n9Lx1a9yq1YzG
 fn a_roster_becomes_user_data_a_plan_and_example_commands() {
     let dir = scratch("class-good");
     let roster = dir.join("roster.csv");
-    std::fs::write(
-        &roster,
-        format!("name,key\r\n# the Tuesday group\nada,{KEY_A}\r\n\nbob, {KEY_B}\ncy,{KEY_A}\n"),
-    )
-    .unwrap();
+    std::fs::write(&roster, format!("name,key\r\n# the Tuesday group\nada,{KEY_A}\r\n\nbob, {KEY_B}\ncy,{KEY_A}\n"))
+        .unwrap();
     let out = dir.join("class");
     let run = class(&[&roster, &out]);
     assert!(run.status.success(), "{}", stderr(&run));

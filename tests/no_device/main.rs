@@ -6,6 +6,7 @@
 
 mod book;
 mod class_roster;
+mod class_vm_book;
 mod cm_layout;
 mod consistency;
 mod env_defaults;
