@@ -90,31 +90,14 @@ lab_steps() {
     if [ ${#LAB_STEPS[@]} = 0 ]; then echo "lab: $list lists no step" >&2; return 1; fi
 }
 
-# The IPv4 address behind GID index $2 of device $1 (port 1): the RoCE v2 GID of an IPv4
-# address is ::ffff:a.b.c.d, and rdma_cm (step 10, rping) takes that address as -a.
-lab_cm_addr() {
-    local gid
-    gid=$(cat "/sys/class/infiniband/$1/ports/1/gids/$2") || return 1
-    case $gid in
-        0000:0000:0000:0000:0000:ffff:*) ;;
-        *) echo "lab: GID $2 of $1 ($gid) is not an IPv4 address's: give RDMA_GID_INDEX of one" >&2; return 1 ;;
-    esac
-    gid=${gid//:/}
-    printf '%d.%d.%d.%d\n' "0x${gid:24:2}" "0x${gid:26:2}" "0x${gid:28:2}" "0x${gid:30:2}"
-}
-
-# lab_await_cm_listener ADDR PORT SECONDS: waits, at most SECONDS, until an rdma_cm id
-# listens on ADDR:PORT (`rdma resource show cm_id`). A CM client is rejected, not
-# refused-and-retried, while nobody listens, so step 10's and rping's clients start after
-# this. Returns 1 if none listened in time; the client's own error then says more.
-lab_await_cm_listener() {
-    local tries=$(( $3 * 20 ))
-    while [ "$tries" -gt 0 ]; do
-        if rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .* src-addr $1:$2 "; then return 0; fi
-        sleep 0.05
-        tries=$((tries - 1))
-    done
-    return 1
+# lab_xtask: the built tooling, target/debug/xtask, whose `xtask run NN` runs a step in its
+# roles (testkit's runner: the server first, the client once the server listens; no script
+# starts a pair itself). Built with cargo when it is not there; lab/test's host half builds
+# it before the lab VM's (its no-device tests run `cargo xtask book --check`). Sets LAB_XTASK.
+lab_xtask() {
+    LAB_XTASK=$(dirname "${BASH_SOURCE[0]}")/../target/debug/xtask
+    [ -x "$LAB_XTASK" ] && return 0
+    (cd "$(dirname "${BASH_SOURCE[0]}")/.." && cargo build --quiet --locked --package xtask)
 }
 
 # Installs the missing packages (default: the lab VM's) when we are root, as CI and the

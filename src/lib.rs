@@ -20,6 +20,8 @@
 //! | `08_poll_cq`       | [`stages::poll_cq`]       | the ping-pong loop: `ibv_poll_cq`; CQ events: `ibv_req_notify_cq`, `ibv_get_cq_event`, `ibv_ack_cq_events`; statistics |
 //! | `09_rdma_write`    | [`stages::rdma_write`]    | one-sided RDMA WRITE, WRITE WITH IMMEDIATE (`ibv_post_send` with another opcode) |
 //! | `10_rdma_cm`       | [`stages::rdma_cm`]       | rping on the connection manager: `rdma_create_event_channel`, `rdma_create_id`, `rdma_bind_addr`, listen or resolve, `rdma_get_cm_event` / `rdma_ack_cm_event`, `rdma_create_qp`, connect or accept, `rdma_init_qp_attr`, disconnect; RDMA READ |
+//! | `11_ud_pingpong`   | [`stages::ud_pingpong`]   | TODO (for now its base's): the ping-pong loop: `ibv_poll_cq`; CQ events: `ibv_req_notify_cq`, `ibv_get_cq_event`, `ibv_ack_cq_events`; statistics |
+//! | `12_srq_pingpong`  | [`stages::srq_pingpong`]  | TODO (for now its base's): the ping-pong loop: `ibv_poll_cq`; CQ events: `ibv_req_notify_cq`, `ibv_get_cq_event`, `ibv_ack_cq_events`; statistics |
 //!
 //! # Layout
 //!
@@ -36,9 +38,10 @@
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
 //! * [`link`] — what sysfs says about the link under the port (interface state, the
 //!   device's counters), read to explain a failure by what happened.
-//! * [`cm`] — the connection manager's events outside the verbs (stage 10): waiting for
+//! * [`rdma_cm`] — the connection manager's events outside the verbs (stage 10): waiting for
 //!   one with a deadline, tracing it, explaining a reject or a failed resolution.
-//! * [`rping`] — rping's 16-byte buffer message and its ping data, byte for byte. A leaf.
+//! * [`rping`] — rping on top of the stages (step 10): its buffers and its ping loop;
+//!   [`rping::info`], a leaf, its 16-byte buffer message and its ping data, byte for byte.
 //! * [`poll`] — polling a CQ outside the timed loop: waiting for given completions with a
 //!   deadline, explaining a failed one, tracing one.
 //! * [`role`] — server or client: which program of a run this process is. A leaf.
@@ -52,15 +55,16 @@
 //! (`type Args`), their break cases (`const CASES`) and what they do (`const ABOUT`), parse
 //! with [`step::Cli`], then call the stages in order, one call per stage (from 06 on,
 //! stages 05 and 06 are one call, [`stages::modify_qp_rts::connect`]), with the new stage
-//! marked `// ANCHOR: new`.
+//! marked `// ANCHOR: new`. Step 10 calls stage 10 where 01 and 05–06 were, stages 02 and
+//! 04 on the CM's device, and rping's loop where 07–09 were.
 
 pub mod breakit;
 pub mod cli;
-pub mod cm;
 pub mod error;
 pub mod exchange;
 pub mod link;
 pub mod poll;
+pub mod rdma_cm;
 pub mod role;
 pub mod rping;
 pub mod stages;

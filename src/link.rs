@@ -66,9 +66,23 @@ static WATCHED: OnceLock<Watched> = OnceLock::new();
 /// Remembers `device`'s port `port` and GID index for later explanations, with its counters
 /// now. Only the first call in a process counts: a step opens one device.
 pub fn watch(device: &str, port: u8, gid_index: Option<u8>) {
-    let dir = Path::new("/sys/class/infiniband").join(device).join("ports").join(port.to_string());
+    let dir = port_dir(device, port);
     let start = read(&dir, gid_index);
     let _ = WATCHED.set(Watched { dir, gid_index, start });
+}
+
+/// The index of `gid` in the GID table of `device`'s port `port`, found in sysfs
+/// (`ports/N/gids/I`): the connection manager names our GID, not its index (step 10).
+/// `None` when it is not among the first 256 entries.
+pub fn gid_index(device: &str, port: u8, gid: [u8; 16]) -> Option<u8> {
+    let dir = port_dir(device, port).join("gids");
+    let want: Vec<String> = gid.chunks(2).map(|c| format!("{:02x}{:02x}", c[0], c[1])).collect();
+    let want = want.join(":");
+    (0..=u8::MAX).find(|i| text(&dir.join(i.to_string())).as_deref() == Some(want.as_str()))
+}
+
+fn port_dir(device: &str, port: u8) -> PathBuf {
+    Path::new("/sys/class/infiniband").join(device).join("ports").join(port.to_string())
 }
 
 /// What the link looks like now, and what it looked like when [`watch`] was called; `None`

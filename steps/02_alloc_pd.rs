@@ -22,7 +22,7 @@ fn main() -> std::process::ExitCode {
     error::main(|| {
         let dev = open_device(&args.device.choice())?;
         // ANCHOR: new
-        let _pd = alloc_pd(&dev)?;
+        let _pd = alloc_pd(&dev.ctx)?;
         // ANCHOR_END: new
         Ok(())
     })

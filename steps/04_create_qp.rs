@@ -23,7 +23,7 @@ fn main() -> std::process::ExitCode {
     }
     error::main(|| {
         let dev = open_device(&args.device.choice())?;
-        let pd = alloc_pd(&dev)?;
+        let pd = alloc_pd(&dev.ctx)?;
         let size = args.buffer.size;
         let _mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         // ANCHOR: new

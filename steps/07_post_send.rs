@@ -28,7 +28,7 @@ fn main() -> std::process::ExitCode {
     }
     error::main(|| {
         let dev = open_device(&args.device.choice())?;
-        let pd = alloc_pd(&dev)?;
+        let pd = alloc_pd(&dev.ctx)?;
         let size = args.buffer.size;
         let mut mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE)?;
         let q = create_qp(&dev, &pd, QpOptions::pingpong(size, args.queue.rx_depth, args.queue.events))?;

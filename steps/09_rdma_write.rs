@@ -40,7 +40,7 @@ fn main() -> std::process::ExitCode {
         };
         // ANCHOR_END: new_access
         let dev = open_device(&args.device.choice())?;
-        let pd = alloc_pd(&dev)?;
+        let pd = alloc_pd(&dev.ctx)?;
         let size = args.buffer.size;
         let mut mr = reg_mr(&pd, size as usize, IBV_ACCESS_LOCAL_WRITE | remote_write)?;
         let q = create_qp(

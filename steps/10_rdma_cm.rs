@@ -6,12 +6,14 @@
 
 use rdma_dissect::breakit::{self, Case};
 use rdma_dissect::error;
+use rdma_dissect::role::Role;
+use rdma_dissect::rping::{ping_client, ping_server, print_pings, rping_qp, PingOptions, RpingCb, RPING_ACCESS};
+use rdma_dissect::stages::alloc_pd::alloc_pd;
+use rdma_dissect::stages::create_qp::create_queues;
 use rdma_dissect::stages::rdma_cm::{
-    accept, connect, disconnect, listen, ping_client, ping_server, print_pings, resolve, rping_conn_param, setup_qp,
-    show_cm_transitions, PingOptions,
+    accept, cm_create_qp, cm_verbs, connect, disconnect, listen, resolve, rping_conn_param, show_cm_transitions,
 };
 use rdma_dissect::step::Cli;
-use rdma_dissect::verbs::{IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE};
 
 // The flags this step takes, the mistakes it can make on purpose with `--break`, and
 // what its `--help` says it does.
@@ -25,27 +27,39 @@ fn main() -> std::process::ExitCode {
     if let Some(choice) = brk {
         return breakit::main(choice, CASES, &args);
     }
+    let role = args.role();
     error::main(|| {
         let addr = args.sockaddr()?;
         let timeout = args.timeout;
         let opts =
             PingOptions { count: args.count, size: args.size, verbose: args.verbose, validate: args.validate, timeout };
         // ANCHOR: new
-        let ep = if args.server { listen(addr, timeout)? } else { resolve(addr, timeout)? };
-        // The client's source buffer, which the server reads.
-        let start_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-        let mut conn = setup_qp(&ep, args.size, (!args.server).then_some(start_access))?;
-        if args.server {
-            accept(&ep, &conn, timeout)?;
-        } else {
-            connect(&ep, &conn, &rping_conn_param(), timeout)?;
+        let ep = match role {
+            Role::Server => listen(addr, timeout)?,
+            Role::Client => resolve(addr, timeout)?,
+        };
+        let ctx = cm_verbs(&ep)?;
+        // ANCHOR_END: new
+        let pd = alloc_pd(&ctx)?;
+        // ANCHOR: new_qp
+        let q = create_queues(&ctx, &pd, rping_qp(), cm_create_qp(&ep.id))?;
+        // rping's buffers; the client's source buffer, which the server reads, with RPING_ACCESS.
+        let mut cb = RpingCb::setup(q, &pd, args.size, (role == Role::Client).then_some(RPING_ACCESS))?;
+        // ANCHOR_END: new_qp
+        // ANCHOR: new_connect
+        match role {
+            Role::Server => accept(&ep, &cb.q.qp, timeout)?,
+            Role::Client => connect(&ep, &cb.q.qp, &rping_conn_param(), timeout)?,
         }
         show_cm_transitions(&ep.id)?;
-        let pings = if args.server { ping_server(&ep, &mut conn, opts)? } else { ping_client(&mut conn, opts)? };
+        let pings = match role {
+            Role::Server => ping_server(&ep, &mut cb, opts)?,
+            Role::Client => ping_client(&mut cb, opts)?,
+        };
         // The client ends the connection; the server, told so, ends its side.
-        disconnect(&ep, &conn, !args.server, timeout)?;
+        disconnect(&ep, &cb.q.qp, role == Role::Client, timeout)?;
         print_pings(&pings);
-        // ANCHOR_END: new
+        // ANCHOR_END: new_connect
         Ok(())
     })
 }

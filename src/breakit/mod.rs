@@ -187,7 +187,7 @@ impl Stack {
     /// Runs stages 01–04.
     pub fn new(device: &DeviceArgs, size: u32, access: ibv_access_flags, opts: QpOptions) -> Result<Stack> {
         let dev = open_device(&device.choice())?;
-        let pd = alloc_pd(&dev)?;
+        let pd = alloc_pd(&dev.ctx)?;
         let mr = reg_mr(&pd, size as usize, access)?;
         let q = create_qp(&dev, &pd, opts)?;
         Ok(Stack { q, mr, pd, dev })

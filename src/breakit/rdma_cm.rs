@@ -10,14 +10,13 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use super::Case;
 use crate::cli::RpingArgs;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::role::Role;
-use crate::stages::rdma_cm::{
-    accept, connect, disconnect, listen, ping_client, ping_server, resolve, rping_conn_param, setup_qp, PingOptions,
-};
-use crate::verbs::{
-    ibv_access_flags, rdma_conn_param, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE,
-};
+use crate::rping::{ping_client, ping_server, rping_qp, PingOptions, RpingCb, RPING_ACCESS};
+use crate::stages::alloc_pd::alloc_pd;
+use crate::stages::create_qp::create_queues;
+use crate::stages::rdma_cm::{accept, cm_create_qp, cm_verbs, connect, disconnect, listen, resolve, rping_conn_param};
+use crate::verbs::{ibv_access_flags, rdma_conn_param, IBV_ACCESS_REMOTE_READ};
 
 /// The cases of `10_rdma_cm --break`.
 pub static CASES: [Case<RpingArgs>; 4] = [
@@ -27,7 +26,8 @@ pub static CASES: [Case<RpingArgs>; 4] = [
         by: Some(Role::Client),
         rule: "the CM finds the device, port and route from the IP address. On RoCE the route\n\
                must leave through the netdev the RDMA device sits on; 127.0.0.1 is on `lo`,\n\
-               which carries no RDMA device, so route resolution fails (ENODEV on rxe)",
+               which carries no RDMA device, so route resolution fails (ENODEV on rxe; on siw0\n\
+               the lab sees address resolution refuse it already, EINVAL)",
         code: "src/breakit/rdma_cm.rs: the client's address is 127.0.0.1; the correct one is -a,\n\
                resolved in steps/10_rdma_cm.rs (new)",
         fix: "give -a the address of the RDMA device's netdev (192.0.2.1 in the lab VM), on both\n\
@@ -52,9 +52,12 @@ pub static CASES: [Case<RpingArgs>; 4] = [
         rule: "an RDMA READ needs the target MR's permission, granted at ibv_reg_mr with\n\
                IBV_ACCESS_REMOTE_READ. Without it the target's device answers the read with a\n\
                remote access error NAK: the reader's READ completes in error, and its QP, like\n\
-               the target's, goes to the error state",
+               the target's, goes to the error state. Soft-iWARP (siw) does not check: it sends\n\
+               the READ response from any registered buffer (siw_qp_tx.c checks the source of\n\
+               a READ response with no access bits), so on siw0 the read succeeds, and the\n\
+               client reports that instead",
         code: "src/breakit/rdma_cm.rs: the start buffer's access lacks REMOTE_READ; the correct\n\
-               flags are in steps/10_rdma_cm.rs (start_access)",
+               flags are src/rping/mod.rs RPING_ACCESS, which steps/10_rdma_cm.rs passes",
         fix: "register a buffer a peer reads with IBV_ACCESS_REMOTE_READ",
         run: start_without_remote_read,
     },
@@ -76,8 +79,8 @@ pub static CASES: [Case<RpingArgs>; 4] = [
 ];
 
 /// Step 10's body, with the client's address, source buffer access and connection
-/// parameters as given.
-fn rping(args: &RpingArgs, addr: SocketAddr, start_access: ibv_access_flags, param: rdma_conn_param) -> Result<()> {
+/// parameters as given; whether the device was an iWARP one.
+fn rping(args: &RpingArgs, addr: SocketAddr, start_access: ibv_access_flags, param: rdma_conn_param) -> Result<bool> {
     let opts = PingOptions {
         count: args.count,
         size: args.size,
@@ -85,39 +88,64 @@ fn rping(args: &RpingArgs, addr: SocketAddr, start_access: ibv_access_flags, par
         validate: args.validate,
         timeout: args.timeout,
     };
-    let ep = if args.server { listen(addr, args.timeout)? } else { resolve(addr, args.timeout)? };
-    let mut conn = setup_qp(&ep, args.size, (!args.server).then_some(start_access))?;
-    if args.server {
-        accept(&ep, &conn, args.timeout)?;
-        ping_server(&ep, &mut conn, opts)?;
-    } else {
-        connect(&ep, &conn, &param, args.timeout)?;
-        ping_client(&mut conn, opts)?;
+    let role = args.role();
+    let ep = match role {
+        Role::Server => listen(addr, args.timeout)?,
+        Role::Client => resolve(addr, args.timeout)?,
+    };
+    let ctx = cm_verbs(&ep)?;
+    let pd = alloc_pd(&ctx)?;
+    let q = create_queues(&ctx, &pd, rping_qp(), cm_create_qp(&ep.id))?;
+    let mut cb = RpingCb::setup(q, &pd, args.size, (role == Role::Client).then_some(start_access))?;
+    match role {
+        Role::Server => {
+            accept(&ep, &cb.q.qp, args.timeout)?;
+            ping_server(&ep, &mut cb, opts)?;
+        }
+        Role::Client => {
+            connect(&ep, &cb.q.qp, &param, args.timeout)?;
+            ping_client(&mut cb, opts)?;
+        }
     }
-    disconnect(&ep, &conn, !args.server, args.timeout)
+    disconnect(&ep, &cb.q.qp, role == Role::Client, args.timeout)?;
+    Ok(cb.q.qp.is_iwarp())
 }
 
-fn rping_access() -> ibv_access_flags {
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE
+/// The address to bind (server: `-a` and `-p`, as the step does) or to connect to (client:
+/// what `client` makes of them, the mistake).
+fn addr_for(args: &RpingArgs, client: impl FnOnce(SocketAddr) -> SocketAddr) -> Result<SocketAddr> {
+    let addr = args.sockaddr()?;
+    Ok(match args.role() {
+        Role::Server => addr,
+        Role::Client => client(addr),
+    })
 }
 
 fn loopback_address(args: &RpingArgs) -> Result<()> {
-    let addr = args.sockaddr()?;
-    let client_addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port());
-    rping(args, if args.server { addr } else { client_addr }, rping_access(), rping_conn_param())
+    let addr = addr_for(args, |a| SocketAddr::new(Ipv4Addr::LOCALHOST.into(), a.port()))?;
+    rping(args, addr, RPING_ACCESS, rping_conn_param()).map(drop)
 }
 
 fn no_listener(args: &RpingArgs) -> Result<()> {
-    let addr = args.sockaddr()?;
-    let client_addr = SocketAddr::new(addr.ip(), addr.port().wrapping_add(1));
-    rping(args, if args.server { addr } else { client_addr }, rping_access(), rping_conn_param())
+    let addr = addr_for(args, |a| SocketAddr::new(a.ip(), a.port().wrapping_add(1)))?;
+    rping(args, addr, RPING_ACCESS, rping_conn_param()).map(drop)
 }
 
 fn start_without_remote_read(args: &RpingArgs) -> Result<()> {
-    rping(args, args.sockaddr()?, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, rping_conn_param())
+    let access = ibv_access_flags(RPING_ACCESS.0 & !IBV_ACCESS_REMOTE_READ.0);
+    let iwarp = rping(args, args.sockaddr()?, access, rping_conn_param())?;
+    if iwarp && args.role() == Role::Client {
+        // Nothing failed, and nothing should have: say so rather than end as if all was well.
+        return Err(Error::new("the READ's access check").cause(
+            "the server's RDMA READ of the client's source buffer succeeded, though the buffer \
+             was registered without IBV_ACCESS_REMOTE_READ: this iWARP device did not check the \
+             MR's remote access (siw does not)",
+        ));
+    }
+    Ok(())
 }
 
 fn no_responder_resources(args: &RpingArgs) -> Result<()> {
     let param = rdma_conn_param { responder_resources: 0, initiator_depth: 0, ..rping_conn_param() };
-    rping(args, args.sockaddr()?, rping_access(), param)
+    rping(args, args.sockaddr()?, RPING_ACCESS, param).map(drop)
 }

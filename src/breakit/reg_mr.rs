@@ -57,7 +57,7 @@ fn recv_without_local_write(args: &MrArgs) -> Result<()> {
 
 fn remote_write_without_local_write(args: &MrArgs) -> Result<()> {
     let dev = open_device(&args.device.choice())?;
-    let pd = alloc_pd(&dev)?;
+    let pd = alloc_pd(&dev.ctx)?;
     reg_mr(&pd, SIZE as usize, IBV_ACCESS_REMOTE_WRITE)?;
     Ok(())
 }

@@ -71,6 +71,15 @@ pub struct RpingArgs {
 }
 
 impl RpingArgs {
+    /// `-s` makes the server; otherwise (`-c`) this is the client.
+    pub fn role(&self) -> Role {
+        if self.server {
+            Role::Server
+        } else {
+            Role::Client
+        }
+    }
+
     /// `-a`/`-p` as a socket address (rping's `getaddrinfo`: a name or a numeric address).
     pub fn sockaddr(&self) -> crate::error::Result<SocketAddr> {
         let addr = self.addr.as_deref().unwrap_or_default();
@@ -117,6 +126,6 @@ impl StepArgs for RpingArgs {
         )
     }
     fn peer_role(&self) -> Option<Role> {
-        Some(if self.server { Role::Server } else { Role::Client })
+        Some(self.role())
     }
 }

@@ -10,14 +10,14 @@
 use std::rc::Rc;
 
 use crate::error::Result;
-use crate::stages::open_device::Device;
-use crate::verbs::Pd;
+use crate::verbs::{Context, Pd};
 
 // ANCHOR: stage
-/// `ibv_alloc_pd` on the device's context.
-pub fn alloc_pd(dev: &Device) -> Result<Rc<Pd>> {
+/// `ibv_alloc_pd` on the context of a device: one stage 01 opened, or the one the
+/// connection manager bound its id to (step 10).
+pub fn alloc_pd(ctx: &Rc<Context>) -> Result<Rc<Pd>> {
     // ANCHOR: hole_alloc_pd HOLE(Rc<Pd>): allocate a protection domain on the device's context (ibv_alloc_pd)
-    let pd = Pd::alloc(&dev.ctx)?;
+    let pd = Pd::alloc(ctx)?;
     // ANCHOR_END: hole_alloc_pd
     Ok(pd)
 }

@@ -29,7 +29,7 @@ use crate::stages::open_device::Device;
 use crate::trace;
 use crate::verbs::{
     ibv_access_flags, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_send_flags, names, CompChannel,
-    Cq, Pd, Qp, IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT, IBV_QP_STATE,
+    Context, Cq, Pd, Qp, IBV_QPS_INIT, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QP_PKEY_INDEX, IBV_QP_PORT, IBV_QP_STATE,
     IBV_SEND_INLINE, IBV_SEND_SIGNALED,
 };
 
@@ -72,14 +72,22 @@ pub struct Queues {
 }
 
 // ANCHOR: stage
-/// Creates the CQ (and completion channel) and an RC QP in `pd`, then moves it RESET→INIT.
-pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
+/// The CQ (and, with `opts.use_event`, its completion channel) on `ctx`, and an RC QP in
+/// `pd` sized by `opts`, made by `create`: `ibv_create_qp` ([`Qp::create`]) for
+/// [`create_qp`], which then moves the QP to INIT itself; `rdma_create_qp` for step 10,
+/// where the connection manager does. Its sends are signaled, none inline yet.
+pub fn create_queues(
+    ctx: &Rc<Context>,
+    pd: &Rc<Pd>,
+    opts: QpOptions,
+    create: impl FnOnce(&Rc<Pd>, &Rc<Cq>, ibv_qp_init_attr) -> Result<Qp>,
+) -> Result<Queues> {
     // ANCHOR: hole_comp_channel HOLE(Option<Rc<CompChannel>>): with -e (opts.use_event) a completion channel for the CQ to signal on (ibv_create_comp_channel), else none
-    let channel = if opts.use_event { Some(CompChannel::create(&dev.ctx)?) } else { None };
+    let channel = if opts.use_event { Some(CompChannel::create(ctx)?) } else { None };
     // ANCHOR_END: hole_comp_channel
 
     // ANCHOR: hole_create_cq HOLE(Rc<Cq>): a CQ with room for opts.cqe completions, attached to the channel if there is one, completion vector 0 (ibv_create_cq)
-    let cq = Cq::create(&dev.ctx, opts.cqe as i32, channel.as_ref(), 0)?;
+    let cq = Cq::create(ctx, opts.cqe as i32, channel.as_ref(), 0)?;
     // ANCHOR_END: hole_create_cq
 
     // ANCHOR: init_attr
@@ -103,10 +111,16 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
         ..Default::default()
     };
     // ANCHOR_END: init_attr
-    let qp = Qp::create(pd, &cq, init_attr)?;
+    let qp = create(pd, &cq, init_attr)?;
+    Ok(Queues { qp, cq, channel, send_flags: IBV_SEND_SIGNALED })
+}
 
-    let cap = qp.query_cap()?;
-    let mut send_flags = IBV_SEND_SIGNALED;
+/// Creates the CQ (and completion channel) and an RC QP in `pd`, then moves it RESET→INIT.
+pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
+    let q = create_queues(&dev.ctx, pd, opts, Qp::create)?;
+
+    let cap = q.qp.query_cap()?;
+    let mut send_flags = q.send_flags;
     // ANCHOR: hole_inline HOLE: add IBV_SEND_INLINE to send_flags when a whole message (opts.size) fits in what the device granted inline (cap.max_inline_data)
     if cap.max_inline_data >= opts.size {
         send_flags |= IBV_SEND_INLINE;
@@ -131,10 +145,10 @@ pub fn create_qp(dev: &Device, pd: &Rc<Pd>, opts: QpOptions) -> Result<Queues> {
         // ANCHOR_END: hole_init_access
         ..Default::default()
     };
-    qp.modify(&attr, INIT_MASK)?;
+    q.qp.modify(&attr, INIT_MASK)?;
     // ANCHOR_END: init
 
-    Ok(Queues { qp, cq, channel, send_flags })
+    Ok(Queues { send_flags, ..q })
 }
 
 // ANCHOR: mask

@@ -3,7 +3,8 @@
 //!
 //! Every module holds its stage's verbs code exactly once, between `// ANCHOR: stage` and
 //! `// ANCHOR_END: stage`, and its doc names the function of `rc_pingpong.c` it corresponds
-//! to. The step binaries call these functions and nothing else that touches the device.
+//! to. The step binaries call these functions and nothing else that touches the device, but
+//! for step 10's rping loop ([`crate::rping`]), which is built on them.
 
 pub mod alloc_pd;
 pub mod create_qp;
@@ -15,3 +16,5 @@ pub mod post_send;
 pub mod rdma_cm;
 pub mod rdma_write;
 pub mod reg_mr;
+pub mod srq_pingpong;
+pub mod ud_pingpong;

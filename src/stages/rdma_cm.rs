@@ -2,11 +2,11 @@
 //!
 //! C reference: none in `rc_pingpong.c`, which connects by hand. The program is rdma-core's
 //! `librdmacm/examples/rping.c` (Debian's `rping`, package `rdmacm-utils`):
-//! `rping_bind_server` / `rping_bind_client` and `rping_cma_event_handler` (the CM),
-//! `rping_setup_qp` and `rping_setup_buffers` (the verbs objects), `rping_accept` /
-//! `rping_connect_client`, `rping_test_server` / `rping_test_client` (the ping loop),
-//! `rping_disconnect` and `rping_free_*` (teardown). Step 10 speaks its protocol, so either
-//! side may be `rping`.
+//! `rping_bind_server` / `rping_bind_client` and `rping_cma_event_handler` (the CM), the
+//! `cm_id->verbs` and `rdma_create_qp` of `rping_setup_qp`, `rping_accept` /
+//! `rping_connect_client`, the RDMA READ of `rping_test_server`, and `rping_disconnect`.
+//! The rest of rping, its buffers and its ping loop, is [`crate::rping`]; its PD, CQ and
+//! QP are stages 02 and 04's, its SENDs and receive stage 07's.
 //!
 //! **What the CM does.** Stages 05 and 06 needed a TCP socket to swap QP numbers, PSNs and
 //! GIDs, and three `ibv_modify_qp` calls whose attributes we chose. With rdma_cm, the IP
@@ -30,77 +30,37 @@
 //! which the CM sets from `responder_resources`) and initiator depth at the reader
 //! (`max_rd_atomic`, from `initiator_depth`): READs in flight take an entry each, because the
 //! responder must remember every one until its response has been acknowledged.
-//!
-//! **The ping.** Each iteration: the client SENDs `{addr, rkey, size}` of its source buffer
-//! (16 bytes, big-endian: [`RpingInfo`]); the server RDMA READs that buffer and SENDs a
-//! "go ahead"; the client SENDs `{addr, rkey, size}` of its sink buffer; the server RDMA
-//! WRITEs what it read into it and SENDs "go ahead" again. With `-V` the client compares
-//! sink and source.
 
-use std::ffi::CStr;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::cm::{await_event, explain_bind, explain_route, trace_event, trace_state, unexpected, Endpoint};
 use crate::error::{Error, Result};
-use crate::poll::{
-    check_wcs, trace_wc, wait_spinning,
-    Awaited::{Recv, Send},
-    Backoff,
-};
-use crate::rping::{c_string, ping_data, RpingInfo};
+use crate::poll::{wait_spinning, Awaited::Send};
+use crate::rdma_cm::{await_event, explain_bind, explain_route, trace_state, Endpoint};
+use crate::rping::info::RpingInfo;
+use crate::stages::create_qp::{Queues, INIT_MASK};
 use crate::stages::modify_qp_rtr::RTR_MASK;
 use crate::stages::modify_qp_rts::RTS_MASK;
-use crate::stages::reg_mr::reg_mr;
 use crate::trace::{self, Hex64, Key};
-use crate::verbs::cm::sys::{
+use crate::verbs::rdma_cm::sys::{
     RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_CONNECT_REQUEST, RDMA_CM_EVENT_DISCONNECTED, RDMA_CM_EVENT_ESTABLISHED,
     RDMA_CM_EVENT_ROUTE_RESOLVED,
 };
 use crate::verbs::{
-    self, ibv_access_flags, ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_send_wr_rdma,
-    ibv_send_wr_wr, ibv_sge, ibv_wc, names, rdma_conn_param, CmEvent, CmId, Context, Cq, EventChannel, Mr, Pd, Qp,
-    IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS,
-    IBV_QPT_RC, IBV_QP_MAX_QP_RD_ATOMIC, IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_SEND,
+    ibv_qp_attr_mask, ibv_qp_init_attr, ibv_send_wr, ibv_send_wr_rdma, ibv_send_wr_wr, ibv_sge, names, rdma_conn_param,
+    CmId, Context, Cq, EventChannel, Mr, Pd, Qp, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QP_MAX_QP_RD_ATOMIC,
+    IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE,
 };
-use ibverbs_sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
 
-/// rping's send queue depth (`RPING_SQ_DEPTH`); its CQ has twice as many entries.
-pub const RPING_SQ_DEPTH: u32 = 16;
 /// rping's timeout for address and route resolution, in milliseconds.
 pub const RESOLVE_TIMEOUT_MS: i32 = 2000;
 /// rping's listen backlog.
 pub const BACKLOG: i32 = 3;
-/// `wr_id` of a SEND of a [`RpingInfo`] or a "go ahead".
-pub const SEND_WRID: u64 = 1;
-/// `wr_id` of the one receive rping keeps posted.
-pub const RECV_WRID: u64 = 2;
 /// `wr_id` of the server's RDMA READ.
 pub const READ_WRID: u64 = 3;
 /// `wr_id` of the server's RDMA WRITE.
 pub const WRITE_WRID: u64 = 4;
-
-/// The verbs objects of a connection, rping's `struct rping_cb` minus the CM: the QP first,
-/// so that it is destroyed first.
-pub struct Conn {
-    /// The QP, created and moved by the CM.
-    pub qp: Qp,
-    /// The one CQ of both queues (rping's, without its completion channel: we poll).
-    pub cq: Rc<Cq>,
-    /// Where each [`RpingInfo`] (or "go ahead") lands: `recv_buf`.
-    pub recv: Mr,
-    /// What each SEND carries: `send_buf` (no access: only the local HCA reads it).
-    pub send: Mr,
-    /// The server's READ target and WRITE source; the client's sink: `rdma_buf`.
-    pub rdma: Mr,
-    /// The client's source, which the server reads: `start_buf`.
-    pub start: Option<Mr>,
-    /// The PD, on the device the CM chose.
-    pub pd: Rc<Pd>,
-    /// That device's context, librdmacm's.
-    pub ctx: Rc<Context>,
-}
 
 // ANCHOR: stage
 /// Server: an event channel, an id bound to `addr` and listening, then the first
@@ -142,47 +102,34 @@ pub fn resolve(addr: SocketAddr, timeout: Duration) -> Result<Endpoint> {
     Ok(ep)
 }
 
-/// The PD, CQ, QP and buffers on the device the CM bound `ep.id` to, and the first receive
-/// posted (`rping_setup_qp`, `rping_setup_buffers`, the first `ibv_post_recv`). The client
-/// registers its source buffer with `start_access`: rping's is
-/// `LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE`.
-pub fn setup_qp(ep: &Endpoint, size: u32, start_access: Option<ibv_access_flags>) -> Result<Conn> {
+/// The device the CM bound `ep.id` to (`cm_id->verbs`), which librdmacm opened: rping
+/// creates every verbs object of the connection on it. Its link is watched from here on,
+/// as stage 01 watches the device it opens, so that a failed completion is explained by
+/// what happened to the link.
+pub fn cm_verbs(ep: &Endpoint) -> Result<Rc<Context>> {
     let ctx = Context::of_cm_id(&ep.id)?;
-    trace::event("cm_id->verbs")
-        .kv("id", ep.id.name())
-        .kv("device", ctx.name())
-        .kv("port_num", ep.id.port_num())
-        .emit();
-    let pd = Pd::alloc(&ctx)?;
-    let cq = Cq::create(&ctx, (RPING_SQ_DEPTH * 2) as i32, None, 0)?;
-    let init_attr = ibv_qp_init_attr {
-        send_cq: cq.as_ptr(),
-        recv_cq: cq.as_ptr(),
-        cap: ibv_qp_cap {
-            max_send_wr: RPING_SQ_DEPTH,
-            max_recv_wr: 2,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            ..Default::default()
-        },
-        qp_type: IBV_QPT_RC,
-        ..Default::default()
-    };
-    // ANCHOR: create_qp
-    // ANCHOR: hole_cm_create_qp HOLE(Qp): let the CM create the QP on the id, in the PD, with init_attr (rdma_create_qp: `Qp` in src/verbs/qp.rs)
-    let qp = Qp::create_cm(&ep.id, &pd, &cq, init_attr)?;
-    // ANCHOR_END: hole_cm_create_qp
-    trace_state(&qp, "after rdma_create_qp")?;
-    // ANCHOR_END: create_qp
-    let recv = reg_mr(&pd, RpingInfo::LEN, IBV_ACCESS_LOCAL_WRITE)?;
-    let send = reg_mr(&pd, RpingInfo::LEN, ibv_access_flags(0))?;
-    let remote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    let rdma = reg_mr(&pd, size as usize, remote)?;
-    let start = start_access.map(|access| reg_mr(&pd, size as usize, access)).transpose()?;
-    let conn = Conn { qp, cq, recv, send, rdma, start, pd, ctx };
-    post_recv(&conn)?;
-    Ok(conn)
+    let port_num = ep.id.port_num();
+    trace::event("cm_id->verbs").kv("id", ep.id.name()).kv("device", ctx.name()).kv("port_num", port_num).emit();
+    // Not a verb (src/link.rs). The CM gives our GID, not its index, which is what names
+    // the port's interface in sysfs: the index is looked up there.
+    crate::link::watch(ctx.name(), port_num, crate::link::gid_index(ctx.name(), port_num, ep.id.sgid()));
+    Ok(ctx)
 }
+
+// ANCHOR: create_qp
+/// Stage 04's QP creator for the connection: `rdma_create_qp` on `id` creates the QP on
+/// the id's device and moves it to INIT itself, with the attributes `rdma_init_qp_attr`
+/// gives ([`show_cm_transitions`] prints them).
+pub fn cm_create_qp(id: &Rc<CmId>) -> impl FnOnce(&Rc<Pd>, &Rc<Cq>, ibv_qp_init_attr) -> Result<Qp> + '_ {
+    move |pd, cq, init_attr| {
+        // ANCHOR: hole_cm_create_qp HOLE(Qp): let the CM create the QP on the id, in the PD, with init_attr (rdma_create_qp: `Qp` in src/verbs/qp.rs)
+        let qp = Qp::create_cm(id, pd, cq, init_attr)?;
+        // ANCHOR_END: hole_cm_create_qp
+        trace_state(&qp, "after rdma_create_qp")?;
+        Ok(qp)
+    }
+}
+// ANCHOR_END: create_qp
 
 /// rping's connection parameters (`rping_init_conn_param`): one READ in flight each way,
 /// and the largest retry counts.
@@ -203,7 +150,7 @@ pub fn rping_conn_param() -> rdma_conn_param {
 // ANCHOR: connect
 /// Client: `rdma_connect` with `param`, then ESTABLISHED: by then librdmacm has moved the
 /// QP to RTR and RTS on the ConnectReply and sent ReadyToUse (`rping_connect_client`).
-pub fn connect(ep: &Endpoint, conn: &Conn, param: &rdma_conn_param, timeout: Duration) -> Result<()> {
+pub fn connect(ep: &Endpoint, qp: &Qp, param: &rdma_conn_param, timeout: Duration) -> Result<()> {
     trace::event("rdma_connect")
         .kv("id", ep.id.name())
         .kv("responder_resources", param.responder_resources)
@@ -213,16 +160,16 @@ pub fn connect(ep: &Endpoint, conn: &Conn, param: &rdma_conn_param, timeout: Dur
         .emit();
     ep.id.connect(param)?;
     await_event(ep, RDMA_CM_EVENT_ESTABLISHED, timeout)?;
-    trace_state(&conn.qp, "after ESTABLISHED")
+    trace_state(qp, "after ESTABLISHED")
 }
 
 /// Server: `rdma_accept(id, NULL)` — librdmacm moves the QP to RTR and RTS *before* it
 /// sends the ConnectReply — then ESTABLISHED, when the client's ReadyToUse arrives
 /// (`rping_accept`).
-pub fn accept(ep: &Endpoint, conn: &Conn, timeout: Duration) -> Result<()> {
+pub fn accept(ep: &Endpoint, qp: &Qp, timeout: Duration) -> Result<()> {
     ep.id.accept()?;
     trace::event("rdma_accept").kv("id", ep.id.name()).kv("conn_param", "NULL").emit();
-    trace_state(&conn.qp, "after rdma_accept")?;
+    trace_state(qp, "after rdma_accept")?;
     await_event(ep, RDMA_CM_EVENT_ESTABLISHED, timeout)?;
     Ok(())
 }
@@ -234,12 +181,8 @@ pub fn accept(ep: &Endpoint, conn: &Conn, timeout: Duration) -> Result<()> {
 /// `max_dest_rd_atomic` and `max_rd_atomic`, which it sets from the negotiated responder
 /// resources and initiator depth), each mask compared with the one stages 04–06 set.
 pub fn show_cm_transitions(id: &CmId) -> Result<()> {
-    // Stage 04's RESET→INIT mask, as create_qp writes it.
-    let init_mask = ibv_qp_attr_mask(
-        verbs::IBV_QP_STATE.0 | verbs::IBV_QP_PKEY_INDEX.0 | verbs::IBV_QP_PORT.0 | verbs::IBV_QP_ACCESS_FLAGS.0,
-    );
     for (state, ours, stage) in
-        [(IBV_QPS_INIT, init_mask, "04"), (IBV_QPS_RTR, RTR_MASK, "05"), (IBV_QPS_RTS, RTS_MASK, "06")]
+        [(IBV_QPS_INIT, INIT_MASK, "04"), (IBV_QPS_RTR, RTR_MASK, "05"), (IBV_QPS_RTS, RTS_MASK, "06")]
     {
         let (attr, mask) = id.init_qp_attr(state)?;
         trace::event("rdma_init_qp_attr")
@@ -270,144 +213,34 @@ pub fn show_cm_transitions(id: &CmId) -> Result<()> {
 }
 // ANCHOR_END: transitions
 
-/// What a ping loop did, for the closing line.
-pub struct Pings {
-    /// Iterations completed.
-    pub count: u32,
-    /// How long they took.
-    pub elapsed: Duration,
+// ANCHOR: read
+/// Server: reads the client's whole source buffer `source` into `mr` (rping's `rdma_buf`)
+/// with an RDMA READ, and waits for it: the one-sided operation this stage adds.
+pub fn read_source(q: &Queues, mr: &Mr, source: RpingInfo, timeout: Duration) -> Result<()> {
+    // ANCHOR: hole_rdma_read HOLE: read the client's whole source buffer (`source`) into ours: an RDMA READ with its wr_id, and wait for it (rdma)
+    rdma(q, mr, IBV_WR_RDMA_READ, READ_WRID, source, source.size, timeout)?;
+    // ANCHOR_END: hole_rdma_read
+    Ok(())
 }
 
-/// How a side runs the loop: `-C`, `-S`, `-v`, `-V` and `--timeout`.
-#[derive(Debug, Clone, Copy)]
-pub struct PingOptions {
-    /// Pings to do (client); 0 for no end. The server, like rping's, pings until the
-    /// client disconnects, and only says so when that came before this count.
-    pub count: u32,
-    /// Bytes per ping.
-    pub size: u32,
-    /// Print each ping's data.
-    pub verbose: bool,
-    /// Check each ping's data.
-    pub validate: bool,
-    /// The longest wait for any one completion or event.
-    pub timeout: Duration,
+/// Server: writes the first `len` bytes of `mr` into the client's sink buffer `sink` with
+/// an RDMA WRITE (stage 09's operation, as rping posts it), and waits for it.
+pub fn write_sink(q: &Queues, mr: &Mr, sink: RpingInfo, len: u32, timeout: Duration) -> Result<()> {
+    rdma(q, mr, IBV_WR_RDMA_WRITE, WRITE_WRID, sink, len, timeout)
 }
 
-// ANCHOR: client
-/// Client: `count` pings (`rping_test_client`). The first is traced, the rest are not.
-pub fn ping_client(conn: &mut Conn, opts: PingOptions) -> Result<Pings> {
-    let start_time = Instant::now();
-    let mut mute = None;
-    let mut ping = 0;
-    while opts.count == 0 || ping < opts.count {
-        let data = ping_data(ping, opts.size as usize);
-        let start =
-            conn.start.as_mut().ok_or_else(|| Error::new("ping_client").cause("the client has no start buffer"))?;
-        start.write(0, &data);
-        let source = RpingInfo { addr: start.addr(), rkey: start.rkey(), size: opts.size };
-        send_info(conn, source, opts.timeout)?;
-        let sink = RpingInfo { addr: conn.rdma.addr(), rkey: conn.rdma.rkey(), size: opts.size };
-        send_info(conn, sink, opts.timeout)?;
-        // Only -V and -v look at what came back: rping's memcmp and printf.
-        if opts.validate || opts.verbose {
-            let back = conn.rdma.read(0, opts.size as usize);
-            if opts.validate && back != data {
-                return Err(Error::new(format!("validating ping {ping}"))
-                    .cause("what the server wrote back differs from what it read: data mismatch (rping's words)"));
-            }
-            if opts.verbose {
-                println!("ping data: {}", c_string(&back));
-            }
-        }
-        ping += 1;
-        mute.get_or_insert_with(trace::mute);
-    }
-    drop(mute);
-    Ok(Pings { count: ping, elapsed: start_time.elapsed() })
-}
-
-/// Client: SENDs `info`, then waits for the SEND to complete and the server's "go ahead".
-fn send_info(conn: &mut Conn, info: RpingInfo, timeout: Duration) -> Result<()> {
-    conn.send.write(0, &info.to_bytes());
-    trace::event("rping_info").kv("addr", Hex64(info.addr)).kv("rkey", Key(info.rkey)).kv("size", info.size).emit();
-    post_send(conn)?;
-    wait_spinning(&conn.cq, &[Send(SEND_WRID), Recv(RECV_WRID)], timeout)?;
-    post_recv(conn)
-}
-// ANCHOR_END: client
-
-// ANCHOR: server
-/// Server: serves pings until the client disconnects (`rping_test_server`).
-pub fn ping_server(ep: &Endpoint, conn: &mut Conn, opts: PingOptions) -> Result<Pings> {
-    let start_time = Instant::now();
-    let mut mute = None;
-    let mut ping = 0;
-    loop {
-        // From the second ping on, the last "go ahead" of the one before is in flight.
-        let source = match await_info(ep, conn, ping > 0, 2 * u64::from(ping), opts.timeout)? {
-            Ok(info) => info,
-            Err(end) => {
-                // The loop's trace is muted after the first ping; the end is not.
-                drop(mute.take());
-                if let Some(wr_id) = end.flushed {
-                    trace::line(format_args!(
-                        "wr_id {wr_id} flushed, then DISCONNECTED: the client ended the connection \
-                         (on iWARP its close flushes our receive before the CM reports it)"
-                    ));
-                }
-                trace_event(ep, &end.event);
-                if ping < opts.count {
-                    // The CM reports that the connection ended, never why: a client that
-                    // asked for fewer pings, quit or was killed (the kernel then sends the
-                    // DREQ for it) all end as this one DISCONNECTED event.
-                    trace::line(format_args!(
-                        "the client disconnected after {ping} of the {} pings asked (-C): \
-                         the CM does not say why a connection ends",
-                        opts.count
-                    ));
-                }
-                break;
-            }
-        };
-        // ANCHOR: hole_rdma_read HOLE: read the client's whole source buffer (`source`) into ours: an RDMA READ with its wr_id, and wait for it (rdma)
-        rdma(conn, IBV_WR_RDMA_READ, READ_WRID, source, source.size, opts.timeout)?;
-        // ANCHOR_END: hole_rdma_read
-        let read = conn.rdma.read(0, source.size as usize);
-        if opts.validate && read != ping_data(ping, source.size as usize) {
-            return Err(Error::new(format!("validating ping {ping}"))
-                .cause("what the RDMA READ brought is not rping's ping data for this iteration"));
-        }
-        if opts.verbose {
-            println!("server ping data: {}", c_string(&read));
-        }
-        post_send(conn)?;
-        let sink = await_info(ep, conn, true, 2 * u64::from(ping) + 1, opts.timeout)?
-            .map_err(|end| unexpected(&end.event, "the client's sink buffer"))?;
-        // rping writes the string it read, up to its NUL: strlen + 1 bytes. (CStr looks for
-        // the NUL a word at a time, as strlen does, not byte by byte.)
-        let len = CStr::from_bytes_until_nul(&read).map_or(read.len(), |s| s.to_bytes_with_nul().len()) as u32;
-        rdma(conn, IBV_WR_RDMA_WRITE, WRITE_WRID, sink, len, opts.timeout)?;
-        post_send(conn)?;
-        ping += 1;
-        mute.get_or_insert_with(trace::mute);
-    }
-    drop(mute);
-    Ok(Pings { count: ping, elapsed: start_time.elapsed() })
-}
-
-/// Server: an RDMA READ from (or WRITE to) the client's buffer `info`, of `len` bytes of
-/// our `rdma_buf`, and its completion.
-fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout: Duration) -> Result<()> {
-    if len as usize > conn.rdma.len() {
+/// An RDMA READ from (or WRITE to) the client's buffer `info`, of `len` bytes of `mr`, and
+/// its completion.
+fn rdma(q: &Queues, mr: &Mr, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout: Duration) -> Result<()> {
+    if len as usize > mr.len() {
         return Err(Error::new("the client's ping")
             .cause(format!(
                 "the client's buffer is {len} bytes, ours {}: rping reads the client's whole buffer into its own",
-                conn.rdma.len()
+                mr.len()
             ))
             .fix("give both sides the same -S"));
     }
-    let list = ibv_sge { addr: conn.rdma.addr(), length: len, lkey: conn.rdma.lkey() };
+    let list = ibv_sge { addr: mr.addr(), length: len, lkey: mr.lkey() };
     let mut wr = ibv_send_wr {
         wr_id,
         opcode,
@@ -415,7 +248,7 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
         wr: ibv_send_wr_wr { rdma: ibv_send_wr_rdma { remote_addr: info.addr, rkey: info.rkey } },
         ..Default::default()
     };
-    conn.qp.post_send(&mut wr, &[list], &conn.rdma)?;
+    q.qp.post_send(&mut wr, &[list], mr)?;
     let read = opcode == IBV_WR_RDMA_READ;
     trace::event("ibv_post_send")
         .kv("wr_id", wr_id)
@@ -424,7 +257,7 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
         .kv("wr.rdma.remote_addr", Hex64(info.addr))
         .kv("wr.rdma.rkey", Key(info.rkey))
         .emit();
-    wait_spinning(&conn.cq, &[Send(wr_id)], timeout).map_err(|err| match conn.qp.query(IBV_QP_MAX_QP_RD_ATOMIC) {
+    wait_spinning(&q.cq, &[Send(wr_id)], timeout).map_err(|err| match q.qp.query(IBV_QP_MAX_QP_RD_ATOMIC) {
         // A READ that never completes on a QP that may have none in flight was never sent.
         Ok(attr) if read && err.errno().is_none() && attr.max_rd_atomic == 0 => Error::new("RDMA READ")
             .cause(
@@ -436,155 +269,16 @@ fn rdma(conn: &Conn, opcode: u32, wr_id: u64, info: RpingInfo, len: u32, timeout
         _ => err,
     })
 }
-
-/// Server: the completion of the "go ahead" SEND (rping's `send_buf`, which the server
-/// never fills: 16 zeros) in flight when `go_ahead` is set, and the client's next
-/// [`RpingInfo`]; or, once the client has disconnected, the DISCONNECTED event (not yet
-/// traced: the loop may be muted), with the flush of our receive that came first on iWARP. Polls the CQ and, between empty polls, the CM's channel.
-/// `done`: how many of each kind (a "go ahead", a message) completed on this QP before, for
-/// the explanation of a failed one.
-///
-/// The two completions wait together because either may come first: the client may SEND
-/// its next message as soon as our "go ahead" lands, before its acknowledgement reaches
-/// us. They are traced in one order, as [`crate::poll::wait_for`] does. Between empty polls
-/// it spins, then naps ([`Backoff::spin`]), as the client does.
-fn await_info(
-    ep: &Endpoint,
-    conn: &Conn,
-    go_ahead: bool,
-    done: u64,
-    timeout: Duration,
-) -> Result<Result<RpingInfo, Disconnected>> {
-    let deadline = Instant::now() + timeout;
-    let mut wc = [verbs::WC_ZERO; 1];
-    let (mut sent, mut received) = (None, None);
-    let mut backoff = Backoff::spin();
-    loop {
-        if conn.cq.poll(&mut wc)? == 1 {
-            backoff.reset();
-            if received.is_none() && verbs::wc_status(&wc[0]) == IBV_WC_WR_FLUSH_ERR {
-                if let Some(event) = flushed_by_disconnect(ep, timeout)? {
-                    sent.iter().for_each(trace_wc);
-                    return Ok(Err(Disconnected { event, flushed: Some(wc[0].wr_id()) }));
-                }
-            }
-            check_wcs(&conn.cq, &wc, |_| done)?;
-            match wc[0].wr_id() {
-                SEND_WRID if go_ahead && sent.is_none() => sent = Some(wc[0]),
-                RECV_WRID if received.is_none() => received = Some(wc[0]),
-                other => {
-                    return Err(Error::new("ibv_poll_cq").cause(format!("completion for unexpected wr_id {other}")))
-                }
-            }
-            if let (true, Some(recv)) = (sent.is_some() || !go_ahead, received) {
-                sent.iter().for_each(trace_wc);
-                trace_wc(&recv);
-                return received_info(conn, &recv).map(Ok);
-            }
-            continue;
-        }
-        if ep.channel.ready(Duration::ZERO)? {
-            let event = ep.channel.get_event(&ep.ids())?;
-            if event.kind == RDMA_CM_EVENT_DISCONNECTED && received.is_none() {
-                sent.iter().for_each(trace_wc);
-                return Ok(Err(Disconnected { event, flushed: None }));
-            }
-            trace_event(ep, &event);
-            return Err(unexpected(&event, "the client's next message, or DISCONNECTED"));
-        }
-        let now = Instant::now();
-        if now > deadline {
-            return Err(Error::new("ibv_poll_cq")
-                .cause(format!("no message from the client and no CM event within {} s", timeout.as_secs())));
-        }
-        backoff.idle(now);
-    }
-}
-
-/// How long a flush waits for the DISCONNECTED that explains it: the CM's event follows the
-/// flush at once on siw; a flush with no disconnect behind it is a failure, reported late
-/// by no more than this.
-const DISCONNECT_GRACE: Duration = Duration::from_secs(2);
-
-/// The end of the connection, as the server meets it while it waits for the client's next
-/// message: the CM's DISCONNECTED event (not yet traced), and the wr_id of our posted
-/// receive when a flush of it came first.
-struct Disconnected {
-    event: CmEvent,
-    flushed: Option<u64>,
-}
-
-/// A flush while the server waits for the client's next message: the end of the connection
-/// when the CM's DISCONNECTED follows within [`DISCONNECT_GRACE`] (returned, not yet
-/// traced); `None` when it does not, and the flush is then explained as the failure it is.
-///
-/// The order is the transport's. On RoCE the client's DisconnectRequest reaches the CM
-/// before anything flushes our receive. On iWARP the connection is the QP's own TCP stream
-/// (MPA): the client's close ends the stream, the QP leaves RTS and flushes the posted
-/// receive, and the CM reports DISCONNECTED after that (seen on siw). rping's server,
-/// waiting on its semaphore for the CM thread, never looks at the flush and ends on the
-/// disconnect; we poll the CQ, so we see the flush first and wait for what follows it.
-fn flushed_by_disconnect(ep: &Endpoint, timeout: Duration) -> Result<Option<CmEvent>> {
-    if !ep.channel.ready(timeout.min(DISCONNECT_GRACE))? {
-        return Ok(None);
-    }
-    let event = ep.channel.get_event(&ep.ids())?;
-    if event.kind != RDMA_CM_EVENT_DISCONNECTED {
-        trace_event(ep, &event);
-        return Ok(None);
-    }
-    Ok(Some(event))
-}
-
-/// Checks a received message the way rping's `server_recv` does, reads it, and posts the
-/// next receive.
-fn received_info(conn: &Conn, wc: &ibv_wc) -> Result<RpingInfo> {
-    if wc.wr_id() != RECV_WRID || wc.len() != RpingInfo::LEN {
-        return Err(Error::new("ibv_poll_cq").cause(format!(
-            "expected the client's 16-byte rping_rdma_info, got wr_id {} of {} bytes (rping: \"Received bogus data\")",
-            wc.wr_id(),
-            wc.len()
-        )));
-    }
-    let bytes: [u8; 16] = conn.recv.read(0, RpingInfo::LEN).try_into().expect("16 bytes");
-    let info = RpingInfo::from_bytes(&bytes);
-    trace::event("rping_info").kv("addr", Hex64(info.addr)).kv("rkey", Key(info.rkey)).kv("size", info.size).emit();
-    post_recv(conn)?;
-    Ok(info)
-}
-// ANCHOR_END: server
-
-/// Posts rping's one receive: 16 bytes into `recv_buf`.
-fn post_recv(conn: &Conn) -> Result<()> {
-    let list = ibv_sge { addr: conn.recv.addr(), length: RpingInfo::LEN as u32, lkey: conn.recv.lkey() };
-    let mut wr = ibv_recv_wr { wr_id: RECV_WRID, ..Default::default() };
-    conn.qp.post_recv(&mut wr, &[list], &conn.recv)?;
-    trace::event("ibv_post_recv").kv("wr_id", RECV_WRID).kv("sge.length", list.length).emit();
-    Ok(())
-}
-
-/// SENDs the 16 bytes of `send_buf`.
-fn post_send(conn: &Conn) -> Result<()> {
-    let list = ibv_sge { addr: conn.send.addr(), length: RpingInfo::LEN as u32, lkey: conn.send.lkey() };
-    let mut wr =
-        ibv_send_wr { wr_id: SEND_WRID, opcode: IBV_WR_SEND, send_flags: IBV_SEND_SIGNALED.0, ..Default::default() };
-    conn.qp.post_send(&mut wr, &[list], &conn.send)?;
-    trace::event("ibv_post_send")
-        .kv("wr_id", SEND_WRID)
-        .kv("opcode", "IBV_WR_SEND")
-        .kv("sge.length", list.length)
-        .emit();
-    Ok(())
-}
+// ANCHOR_END: read
 
 // ANCHOR: disconnect
 /// `rdma_disconnect`: librdmacm moves the QP to ERR (the posted receive is flushed) and the
 /// CM sends a DisconnectRequest. The side that disconnects first then waits for its
 /// DISCONNECTED event (the peer's DisconnectReply); the other got it already.
-pub fn disconnect(ep: &Endpoint, conn: &Conn, first: bool, timeout: Duration) -> Result<()> {
+pub fn disconnect(ep: &Endpoint, qp: &Qp, first: bool, timeout: Duration) -> Result<()> {
     ep.id.disconnect()?;
     trace::event("rdma_disconnect").kv("id", ep.id.name()).emit();
-    trace_state(&conn.qp, "after rdma_disconnect")?;
+    trace_state(qp, "after rdma_disconnect")?;
     if first {
         await_event(ep, RDMA_CM_EVENT_DISCONNECTED, timeout)?;
     }
@@ -592,14 +286,3 @@ pub fn disconnect(ep: &Endpoint, conn: &Conn, first: bool, timeout: Duration) ->
 }
 // ANCHOR_END: disconnect
 // ANCHOR_END: stage
-
-/// The closing line: rc_pingpong's `iters … usec/iter` line, for rping's loop.
-pub fn print_pings(p: &Pings) {
-    let usec = p.elapsed.as_secs_f64() * 1e6;
-    trace::line(format_args!(
-        "{} iters in {:.2} seconds = {:.2} usec/iter",
-        p.count,
-        usec / 1e6,
-        if p.count == 0 { 0.0 } else { usec / f64::from(p.count) }
-    ));
-}

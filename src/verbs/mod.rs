@@ -9,7 +9,7 @@
 //! One file per object family, each readable in one sitting: `device` (the device list,
 //! the context and its queries), `memory` (PD, buffer, MR), `cq` (completion channel and
 //! CQ), `qp` (the queue pair and posting), `watchdog` (a bound on a loop that may wait in
-//! a verb forever), `cm` (librdmacm: the event channel, CM ids and their events), and
+//! a verb forever), `rdma_cm` (librdmacm: the event channel, CM ids and their events), and
 //! `names` (what the trace calls verbs things). This file re-exports their types and the
 //! C names, and keeps what they share: how an `int`-returning verb reports an error.
 //!
@@ -45,19 +45,19 @@ use std::io;
 
 use crate::error::{Error, Result};
 
-pub mod cm;
 mod cq;
 mod device;
 mod memory;
 pub mod names;
 mod qp;
+pub mod rdma_cm;
 mod watchdog;
 
-pub use cm::{rdma_conn_param, CmEvent, CmId, EventChannel};
 pub use cq::{wc_status, wc_status_str, CompChannel, Cq};
 pub use device::{Context, DeviceList, GidEntry};
 pub use memory::{available_memory, page_size, physical_memory, AlignedBuf, Mr, Pd};
 pub use qp::Qp;
+pub use rdma_cm::{rdma_conn_param, CmEvent, CmId, EventChannel};
 pub use watchdog::Watchdog;
 
 use ibverbs_sys as ffi;

@@ -75,7 +75,7 @@ impl Qp {
         // 0 and id->qp set, or -1 with errno set; qp_init_attr->cap is written back.
         // SAFETY: id and pd are live and of the same device (pd was allocated on the id's
         // context); init_attr is valid and its CQs are `cq`, kept alive by the Qp.
-        let rc = unsafe { cm::sys::rdma_create_qp(id.as_ptr(), pd.raw.as_ptr(), &mut init_attr) };
+        let rc = unsafe { rdma_cm::sys::rdma_create_qp(id.as_ptr(), pd.raw.as_ptr(), &mut init_attr) };
         if rc != 0 {
             return Err(Error::verb("rdma_create_qp", io::Error::last_os_error()));
         }
@@ -236,7 +236,7 @@ impl Qp {
     }
 
     /// Whether the QP's device is an iWARP one (`ibv_device.transport_type`).
-    fn is_iwarp(&self) -> bool {
+    pub fn is_iwarp(&self) -> bool {
         // SAFETY: raw is live, and so are its context and the context's device, which the
         // library keeps for as long as the context is open (the QP holds the context).
         let transport = unsafe { (*(*self.raw.as_ref().context).device).transport_type };
@@ -338,7 +338,7 @@ impl Drop for Qp {
         if let Some(id) = &self.cm {
             // SAFETY: id->qp is this QP, destroyed once here, before the id (which this Qp
             // keeps alive); rdma_destroy_qp also clears id->qp.
-            unsafe { cm::sys::rdma_destroy_qp(id.as_ptr()) };
+            unsafe { rdma_cm::sys::rdma_destroy_qp(id.as_ptr()) };
             trace::event("rdma_destroy_qp").kv("id", id.name()).kv("qp_num", Qpn(qp_num)).emit();
             return;
         }

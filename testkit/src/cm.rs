@@ -1,28 +1,32 @@
-//! Step 10's runs. rdma_cm speaks IP: both sides take the server's address (`-a`), which
-//! must be the RDMA device's own, and a client that connects before the server's id
-//! listens is rejected, not refused-and-retried, so it starts only once the kernel lists a
-//! listening CM id on the port. rping (Debian's `rdmacm-utils`) runs the same way.
+//! Step 10's address and redaction. rdma_cm speaks IP: both sides take the server's address
+//! (`-a`), which must be the RDMA device's own, and a client that connects before the
+//! server's id listens is rejected, not refused-and-retried, so the runner
+//! ([`crate::runner`]) starts it only once the kernel lists a listening CM id on the port.
+//! rping (Debian's `rdmacm-utils`) runs the same way.
 
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use rdma_dissect::role::Role;
 use regex::Regex;
 
 use super::redact::{apply, Pass};
-use super::{device, redact, spawn, wait, Device, Picks, TIMEOUT};
+use super::{device, redact, Device, Picks};
 
 /// Debian's rping, the peer step 10 speaks to.
 pub const RPING: &str = "rping";
 
-/// The IPv4 address behind the chosen GID (`::ffff:a.b.c.d`, the RoCE v2 GID of an IPv4
-/// address): the device's netdev address, which step 10 and rping take as `-a`.
+/// The device's netdev address, which step 10 and rping take as `-a`: on RoCE the IPv4
+/// address behind the chosen GID (`::ffff:a.b.c.d`, the RoCE v2 GID of an IPv4 address);
+/// on iWARP, whose one GID comes from the MAC, the netdev's own.
 pub fn cm_addr() -> String {
     addr_of(device())
 }
 
-/// The IPv4 address behind `dev`'s chosen GID (see [`cm_addr`]).
+/// `dev`'s address for rdma_cm (see [`cm_addr`]).
 fn addr_of(dev: &Device) -> String {
+    if let Some(addr) = &dev.netdev_addr {
+        return addr.clone();
+    }
     let gid = dev.gid().to_string();
     gid.strip_prefix("::ffff:")
         .unwrap_or_else(|| panic!("GID {gid} (RDMA_GID_INDEX) is not an IPv4 address's RoCE v2 GID: rdma_cm needs one"))
@@ -36,23 +40,6 @@ pub fn cm_listening(addr: &str, port: u16) -> bool {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .any(|l| l.contains("state LISTEN") && l.contains(&format!("src-addr {addr}:{port} ")))
-}
-
-/// Runs a server and a client of step 10 or rping (bounded by [`TIMEOUT`]): the client once
-/// the server's id listens on `-a`:`-p`.
-pub fn run_cm_pair(server: &str, server_args: &[String], client: &str, client_args: &[String]) -> (Output, Output) {
-    let deadline = Instant::now() + TIMEOUT;
-    let value = |flag: &str| server_args.iter().position(|a| a == flag).and_then(|i| server_args.get(i + 1));
-    let addr = value("-a").expect("the server's -a").clone();
-    let port = value("-p").and_then(|p| p.parse().ok()).unwrap_or(7174);
-    let s = spawn(server, server_args);
-    while !cm_listening(&addr, port) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let c = spawn(client, client_args);
-    let client_out = wait(c, "client", deadline);
-    let server_out = wait(s, "server", deadline);
-    (server_out, client_out)
 }
 
 /// [`redact`] for step 10, then [`redact_cm_values`].

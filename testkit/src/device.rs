@@ -45,6 +45,10 @@ pub struct Device {
     /// The port's GID table as `ibv_devinfo -v` lists it (non-empty entries only): index,
     /// GID in `inet_ntop` form, and type as our trace writes it (`RoCE_v2`).
     pub gids: Vec<(u32, String, String)>,
+    /// An iWARP device's IPv4 address: the address of the netdev it sits on (`rdma link`,
+    /// `ip -4 addr`), which rdma_cm and rping take as `-a`. None on InfiniBand and RoCE,
+    /// whose chosen GID holds the address.
+    pub netdev_addr: Option<String>,
     /// What all this was read from: the choice, then both `ibv_devinfo` outputs. The book
     /// keeps it next to its outputs (`book/src/output/device.txt`) so they can be checked
     /// against the snapshots without the device.
@@ -93,10 +97,31 @@ impl Device {
             v4.map(|(i, _, _)| i.to_string())
                 .unwrap_or_else(|| panic!("{name} port {port} has no RoCE v2 IPv4 GID: set RDMA_GID_INDEX\n{verbose}"))
         });
-        Device::parse(&format!(
+        let mut text = format!(
             "RDMA_DEVICE={name}\nRDMA_IB_PORT={port}\nRDMA_GID_INDEX={gid_index}\n\
              --- ibv_devinfo -l\n{list}--- ibv_devinfo -v -d {name} -i {port}\n{verbose}"
-        ))
+        );
+        // An iWARP device's one GID is made from its MAC, not from an address: the address
+        // rdma_cm needs is its netdev's.
+        if parse_devinfo(&verbose).0.get("transport").is_some_and(|t| t.starts_with("iWARP")) {
+            let link = command_text("rdma", &["link", "show", &format!("{name}/{port}")]);
+            let netdev = link
+                .split_whitespace()
+                .skip_while(|w| *w != "netdev")
+                .nth(1)
+                .unwrap_or_else(|| panic!("rdma link show names no netdev for {name}: {link}"))
+                .to_string();
+            let addr = command_text("ip", &["-4", "-o", "addr", "show", "dev", &netdev, "scope", "global"]);
+            text += &format!("--- ip -4 -o addr show dev {netdev} scope global\n{addr}");
+            // ibv_devinfo -v lists no GID for it (rdma-core's ibv_devinfo prints the GID
+            // table for IB and RoCE ports only): read its one GID from sysfs, as the
+            // verbs report it (ibv_query_gid, type IB).
+            let sysfs = format!("/sys/class/infiniband/{name}/ports/{port}/gids/0");
+            let gid = std::fs::read_to_string(&sysfs).unwrap_or_else(|e| panic!("{sysfs}: {e}"));
+            let gid: std::net::Ipv6Addr = gid.trim().parse().unwrap_or_else(|_| panic!("{sysfs}: not a GID: {gid}"));
+            text += &format!("--- {sysfs}\nGID[  0]:\t\t{gid}\n");
+        }
+        Device::parse(&text)
     }
 
     /// Reads back what [`Device::probe`] wrote (also the book's `output/device.txt`).
@@ -113,7 +138,16 @@ impl Device {
             let rest = &rest[rest.find('\n').map_or(rest.len(), |i| i + 1)..];
             rest[..rest.find("\n--- ").map_or(rest.len(), |i| i + 1)].to_string()
         };
-        let (info, gids) = parse_devinfo(&section("--- ibv_devinfo -v"));
+        let (info, mut gids) = parse_devinfo(&section("--- ibv_devinfo -v"));
+        if text.contains("--- /sys/class/infiniband/") {
+            gids.extend(parse_devinfo(&section("--- /sys/class/infiniband/")).1);
+        }
+        // `2: eth0    inet 192.0.2.1/24 brd …`: the first global IPv4 address.
+        let netdev_addr = text.contains("--- ip -4 -o addr").then(|| {
+            let addr = section("--- ip -4 -o addr");
+            let word = addr.split_whitespace().skip_while(|w| *w != "inet").nth(1);
+            word.and_then(|w| w.split('/').next()).expect("an IPv4 address on the netdev").to_string()
+        });
         Device {
             name: var("RDMA_DEVICE"),
             port: var("RDMA_IB_PORT").parse().expect("RDMA_IB_PORT is a port number"),
@@ -121,8 +155,14 @@ impl Device {
             all: parse_device_list(&section("--- ibv_devinfo -l")),
             info,
             gids,
+            netdev_addr,
             text: text.to_string(),
         }
+    }
+
+    /// Whether the device is an iWARP one (`transport: iWARP (1)`): siw, or an RNIC.
+    pub fn is_iwarp(&self) -> bool {
+        self.info.get("transport").is_some_and(|t| t.starts_with("iWARP"))
     }
 
     /// `ibv_devinfo`'s value for `key`, e.g. `max_qp`.
@@ -150,11 +190,11 @@ impl Device {
         })
     }
 
-    /// A GID index inside the table with no GID behind it: the first empty entry.
+    /// A GID index with no GID behind it: the first empty entry of the table, or, in a
+    /// table with none (siw's holds one GID and nothing else), the first index past it.
     pub fn empty_gid_index(&self) -> u32 {
-        (0..self.number("gid_tbl_len") as u32)
-            .find(|i| self.gids.iter().all(|(g, _, _)| g != i))
-            .expect("a GID table with an empty entry")
+        let len = self.number("gid_tbl_len") as u32;
+        (0..len).find(|i| self.gids.iter().all(|(g, _, _)| g != i)).unwrap_or(len)
     }
 
     /// The length of the port's GID table (`gid_tbl_len`), empty entries included.

@@ -6,8 +6,8 @@ use std::os::unix::net::{SocketAddr, UnixListener};
 use std::sync::Mutex;
 
 /// The range every test's TCP ports come from (below Linux's ephemeral ports, 32768 and
-/// up, and clear of rc_pingpong's default 18515 and of the ports `lab/stages`, `lab/bench`
-/// and `lab/memcheck` start from).
+/// up, and clear of rc_pingpong's default 18515 and of the ports `lab/bench` and
+/// `lab/memcheck` start from). `cargo xtask run` without `--port` takes one from here too.
 pub const TCP_PORTS: std::ops::Range<u16> = 21000..23000;
 
 /// One TCP port no other test, in this process or any other, is using (see [`tcp_ports`]).

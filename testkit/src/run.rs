@@ -1,8 +1,7 @@
-//! Running programs with a bounded wait: one alone, or a server and a client.
+//! Running one program with a bounded wait (a step in its roles: [`crate::runner`]).
 
 use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long one program may run before the test kills it and fails.
@@ -37,53 +36,28 @@ pub fn spawn_as(mut cmd: Command, program: &str, args: &[String]) -> Child {
 /// Waits for `child` until `deadline` and kills it then: its exit status (`None` when it
 /// had to be killed), stdout and stderr. The pipes are drained on threads, so a chatty
 /// child cannot block on a full pipe.
-pub fn wait_or_kill(child: Child, deadline: Instant) -> (Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>) {
-    wait_or_kill_when(child, deadline, |_| false)
-}
-
-/// [`wait_or_kill`], but kills `child` as soon as its stdout so far is `enough`: for a peer
-/// that has printed all it will and would otherwise wait for ever.
-pub fn wait_or_kill_when(
-    mut child: Child,
-    deadline: Instant,
-    enough: impl Fn(&[u8]) -> bool,
-) -> (Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>) {
-    let mut out = child.stdout.take().expect("stdout piped");
-    let mut err = child.stderr.take().expect("stderr piped");
-    let stdout = Arc::new(Mutex::new(Vec::new()));
-    let out_t = {
-        let stdout = Arc::clone(&stdout);
+fn wait_or_kill(mut child: Child, deadline: Instant) -> (Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>) {
+    let drain = |mut pipe: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                match out.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => stdout.lock().unwrap().extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
+            let mut v = Vec::new();
+            let _ = pipe.read_to_end(&mut v);
+            v
         })
     };
-    let err_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
+    let out_t = drain(Box::new(child.stdout.take().expect("stdout piped")));
+    let err_t = drain(Box::new(child.stderr.take().expect("stderr piped")));
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             break Some(status);
         }
-        if Instant::now() > deadline || enough(&stdout.lock().unwrap()) {
+        if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    out_t.join().unwrap();
-    let stdout = std::mem::take(&mut *stdout.lock().unwrap());
-    (status, stdout, err_t.join().unwrap())
+    (status, out_t.join().unwrap(), err_t.join().unwrap())
 }
 
 /// Waits for `child` at most until `deadline`; kills it and panics after that.
@@ -102,22 +76,6 @@ pub fn wait(child: Child, what: &str, deadline: Instant) -> Output {
 /// Runs one program to completion (bounded by [`TIMEOUT`]).
 pub fn run(program: &str, args: &[String]) -> Output {
     wait(spawn(program, args), program, Instant::now() + TIMEOUT)
-}
-
-/// Runs a server and a client (both bounded by [`TIMEOUT`]); the client retries its
-/// connect until the server listens, so they can start together.
-pub fn run_pair(server: &str, server_args: &[String], client: &str, client_args: &[String]) -> (Output, Output) {
-    let deadline = Instant::now() + TIMEOUT;
-    let s = spawn(server, server_args);
-    // The C client does not retry a refused connect: start it only once the server listens.
-    let port = port_of(server_args);
-    while !listening(port) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let c = spawn(client, client_args);
-    let client_out = wait(c, "client", deadline);
-    let server_out = wait(s, "server", deadline);
-    (server_out, client_out)
 }
 
 /// Panics with both outputs unless the program exited 0 with an empty stderr.
@@ -139,24 +97,4 @@ pub fn args(list: &[&str]) -> Vec<String> {
 /// stdout as text.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The `-p` value of an argument list (rc_pingpong's default 18515 without one).
-fn port_of(args: &[String]) -> u16 {
-    args.iter().position(|a| a == "-p").and_then(|i| args.get(i + 1)).and_then(|p| p.parse().ok()).unwrap_or(18515)
-}
-
-/// True when some socket listens on TCP `port` (state 0A in /proc/net/tcp{,6}); checking
-/// this way does not consume the server's one accept (and the C client does not retry a
-/// refused connect, so the exercise grader waits for this too).
-pub fn listening(port: u16) -> bool {
-    let needle = format!(":{port:04X} ");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|file| {
-        std::fs::read_to_string(file).is_ok_and(|text| {
-            text.lines().any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&needle) && cols[3] == "0A"
-            })
-        })
-    })
 }

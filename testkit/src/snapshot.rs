@@ -13,9 +13,27 @@ pub fn with_filters(f: impl FnOnce()) {
 
 /// Runs `f` (which asserts snapshots of texts already passed through [`redact`](fn@crate::redact)) with the
 /// settings every snapshot here uses.
+///
+/// On an iWARP device they are that device's own: `tests/snapshots/iwarp/` (what step 10
+/// does over iWARP differs from RoCE in the trace, not only in values), and on Linux 6.12
+/// and later `tests/snapshots/iwarp/linux-6.12/`: siw's `query_qp` reports the QP's state
+/// there, where 6.1's leaves it 0 (RESET).
 pub fn snapshots(f: impl FnOnce()) {
-    snapshot_settings().bind(f);
+    let mut settings = snapshot_settings();
+    if crate::device().is_iwarp() {
+        settings.set_snapshot_path(if crate::running_kernel() >= (6, 12) {
+            IWARP_SNAPSHOTS_LINUX_6_12
+        } else {
+            IWARP_SNAPSHOTS
+        });
+    }
+    settings.bind(f);
 }
+
+/// Where an iWARP device's snapshots live, relative to a test group's directory.
+pub const IWARP_SNAPSHOTS: &str = "../snapshots/iwarp";
+/// Where they live on Linux 6.12 and later (see [`snapshots`]).
+pub const IWARP_SNAPSHOTS_LINUX_6_12: &str = "../snapshots/iwarp/linux-6.12";
 
 /// Every snapshot lives in `tests/snapshots/`, named `<file>__<name>.snap` after the test
 /// file that makes it (`steps__08_poll_cq-client.snap`). The tests are modules of one

@@ -1,5 +1,7 @@
 //! The project's one ordered list of the steps, `steps/list.txt`.
 
+use rdma_dissect::role::Role;
+
 use crate::root;
 
 /// One step of `steps/list.txt`, the project's one ordered list of the steps (its header
@@ -16,6 +18,53 @@ pub struct Step {
     /// The step this one is built on, for the book's "what changed" diff (`cargo xtask
     /// book`): the third column, else the previous step; None for the first.
     pub base: Option<String>,
+    /// The second column: how it runs (`pair` and `cm` above say the same as booleans).
+    pub roles: Roles,
+}
+
+/// How a step runs, the list's second column. The runner (`crate::runner`) gives each kind
+/// its processes' arguments and the moment the server is ready for its client: a new kind
+/// (UD, SRQ) is one variant here and one match arm in each of those.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Roles {
+    /// One process (01–04).
+    Alone,
+    /// A server and a client that exchange addresses over TCP, with rc_pingpong's flags
+    /// (05–09): the client gets the host, `127.0.0.1`.
+    Pair,
+    /// A server and a client that connect with rdma_cm, with rping's flags (10): `-s`/`-c`
+    /// and the device's IPv4 address as `-a`.
+    Cm,
+}
+
+impl Roles {
+    /// The list's word for it.
+    pub fn parse(word: &str) -> Option<Roles> {
+        match word {
+            "alone" => Some(Roles::Alone),
+            "pair" => Some(Roles::Pair),
+            "cm" => Some(Roles::Cm),
+            _ => None,
+        }
+    }
+
+    /// The list's word for it (`alone`, `pair`, `cm`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Roles::Alone => "alone",
+            Roles::Pair => "pair",
+            Roles::Cm => "cm",
+        }
+    }
+
+    /// Its processes, in the order they start: the one process (`None`), or the server
+    /// and then the client.
+    pub fn roles(self) -> &'static [Option<Role>] {
+        match self {
+            Roles::Alone => &[None],
+            Roles::Pair | Roles::Cm => &[Some(Role::Server), Some(Role::Client)],
+        }
+    }
 }
 
 impl Step {
@@ -42,12 +91,8 @@ pub fn steps() -> Vec<Step> {
             [bin, roles, base] => (bin, roles, Some(base)),
             _ => panic!("{}: `{line}`: want `NN_name alone|pair|cm [BASE]`", path.display()),
         };
-        let (pair, cm) = match roles {
-            "alone" => (false, false),
-            "pair" => (true, false),
-            "cm" => (true, true),
-            _ => panic!("{}: `{line}`: the roles are `alone`, `pair` or `cm`", path.display()),
-        };
+        let roles = Roles::parse(roles)
+            .unwrap_or_else(|| panic!("{}: `{line}`: the roles are `alone`, `pair` or `cm`", path.display()));
         let numbered = bin.len() > 3 && bin[..2].bytes().all(|b| b.is_ascii_digit()) && bin.as_bytes()[2] == b'_';
         assert!(numbered, "{}: `{bin}` is not named NN_name", path.display());
         if let Some(base) = base {
@@ -58,8 +103,18 @@ pub fn steps() -> Vec<Step> {
             );
         }
         let base = base.map(str::to_string).or_else(|| steps.last().map(|s| s.bin.clone()));
-        steps.push(Step { bin: bin.to_string(), pair, cm, base });
+        let (pair, cm) = (roles != Roles::Alone, roles == Roles::Cm);
+        steps.push(Step { bin: bin.to_string(), pair, cm, base, roles });
     }
     assert!(!steps.is_empty(), "{} lists no step", path.display());
     steps
+}
+
+/// The step `which` names: its number (`5`, `05`) or its bin (`05_modify_qp_rtr`).
+pub fn step(which: &str) -> Result<Step, String> {
+    let nn = if which.len() == 1 { format!("0{which}") } else { which.to_string() };
+    steps().into_iter().find(|s| s.nn() == nn || s.bin == nn).ok_or_else(|| {
+        let list: Vec<String> = steps().iter().map(|s| s.nn().to_string()).collect();
+        format!("no step `{which}`: give a step number of steps/list.txt ({})", list.join(", "))
+    })
 }

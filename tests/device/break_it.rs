@@ -13,10 +13,10 @@ use testkit as common;
 
 use std::process::Output;
 
-use common::cm::{cm_addr, redact_cm_values, run_cm_pair};
+use common::cm::{cm_addr, redact_cm_values};
+use common::runner;
 use common::{
-    args, book_output, device, device_args, device_lock, redact_sections, run, run_pair, snapshots, stdout, tcp_port,
-    Picks,
+    args, book_output, device, device_args, device_lock, redact_sections, run, snapshots, stdout, tcp_port, Picks,
 };
 use rdma_dissect::breakit::{self, Case};
 
@@ -147,11 +147,8 @@ fn alone<A>(bin: &str, program: &str, cases: &[Case<A>]) {
 fn pair(bin: &str, program: &str, cases: &[Case<rdma_dissect::cli::PingpongArgs>]) {
     let _device = device_lock();
     for case in cases {
-        let mut server = device_args();
-        server.extend(args(&["-p", &tcp_port().to_string(), "--timeout", PEER_TIMEOUT, "--break", case.name]));
-        let mut client = server.clone();
-        client.push("127.0.0.1".into());
-        let (s, c) = run_pair(program, &server, program, &client);
+        let run = runner::Run::new(common::step(bin).unwrap()).ours(program);
+        let (s, c) = run.flags(&["--timeout", PEER_TIMEOUT, "--break", case.name]).server_client();
         check(bin, case, &[Run { label: "server", out: &s }, Run { label: "client", out: &c }], false);
     }
 }
@@ -163,16 +160,15 @@ fn cm(bin: &str, program: &str, cases: &[Case<rdma_dissect::cli::RpingArgs>]) {
     const CLIENT_ALONE: [&str; 2] = ["loopback-address", "no-listener"];
     let _device = device_lock();
     for case in cases {
-        let common = args(&["-a", &cm_addr(), "-p", &tcp_port().to_string(), "-C", "2"]);
-        let common = [common, args(&["--timeout", PEER_TIMEOUT, "--break", case.name])].concat();
-        let client = [args(&["-c"]), common.clone()].concat();
         if CLIENT_ALONE.contains(&case.name) {
+            let client = args(&["-c", "-a", &cm_addr(), "-p", &tcp_port().to_string(), "-C", "2"]);
+            let client = [client, args(&["--timeout", PEER_TIMEOUT, "--break", case.name])].concat();
             let c = run(program, &client);
             check(bin, case, &[Run { label: "client", out: &c }], true);
             continue;
         }
-        let server = [args(&["-s"]), common].concat();
-        let (s, c) = run_cm_pair(program, &server, program, &client);
+        let run = runner::Run::new(common::step(bin).unwrap()).ours(program);
+        let (s, c) = run.flags(&["-C", "2", "--timeout", PEER_TIMEOUT, "--break", case.name]).server_client();
         check(bin, case, &[Run { label: "server", out: &s }, Run { label: "client", out: &c }], true);
     }
 }
@@ -251,9 +247,13 @@ fn break_help_lists_the_cases() {
 #[test]
 fn steps_without_cases_say_so() {
     let no_cases = "this step has no --break cases";
-    for program in
-        [env!("CARGO_BIN_EXE_01_open_device"), env!("CARGO_BIN_EXE_02_alloc_pd"), env!("CARGO_BIN_EXE_08_poll_cq")]
-    {
+    for program in [
+        env!("CARGO_BIN_EXE_01_open_device"),
+        env!("CARGO_BIN_EXE_02_alloc_pd"),
+        env!("CARGO_BIN_EXE_08_poll_cq"),
+        env!("CARGO_BIN_EXE_11_ud_pingpong"),
+        env!("CARGO_BIN_EXE_12_srq_pingpong"),
+    ] {
         let help = stdout(&run(program, &args(&["--help"])));
         assert!(help.contains("Usage:") && !help.contains("--break"), "{program} --help:\n{help}");
         let out = run(program, &args(&["--break", "help"]));

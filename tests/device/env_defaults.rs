@@ -8,40 +8,19 @@
 
 use testkit as common;
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
-use common::{device, device_lock, listening, tcp_port, wait};
+use common::runner::Run;
+use common::{device, device_lock};
 use rdma_dissect::trace::COLUMN;
 
-/// Starts 08_poll_cq with `args` and, of the three variables, exactly `envs`.
-fn spawn(envs: &[(&str, String)], args: &[&str]) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_08_poll_cq"));
-    for var in ["RDMA_DEVICE", "RDMA_IB_PORT", "RDMA_GID_INDEX"] {
-        cmd.env_remove(var);
-    }
-    cmd.args(args)
-        .envs(envs.iter().map(|(k, v)| (k, v)))
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start 08_poll_cq")
-}
-
-/// A server and a client over 127.0.0.1, ten exchanges, no -d, -i or -g.
+/// A 08_poll_cq server and client over 127.0.0.1, ten exchanges, no -d, -i or -g, and of
+/// the three variables exactly `envs`.
 fn pair(envs: &[(&str, String)]) -> (Output, Output) {
-    let deadline = Instant::now() + common::TIMEOUT;
-    let port = tcp_port().to_string();
-    let server = spawn(envs, &["-p", &port, "-n", "10"]);
-    let port_num = port.parse().unwrap();
-    while !listening(port_num) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let client = spawn(envs, &["-p", &port, "-n", "10", "127.0.0.1"]);
-    let client = wait(client, "client", deadline);
-    (wait(server, "server", deadline), client)
+    let mut run = Run::new(common::step("08_poll_cq").unwrap()).ours(env!("CARGO_BIN_EXE_08_poll_cq"));
+    run.device = false;
+    run.wrap = std::iter::once("env".to_string()).chain(envs.iter().map(|(k, v)| format!("{k}={v}"))).collect();
+    run.flags(&["-n", "10"]).server_client()
 }
 
 fn text(what: &str, out: &Output) -> String {

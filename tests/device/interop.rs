@@ -7,21 +7,27 @@
 
 use testkit as common;
 
-use common::{args, assert_ok, device_args, device_lock, run_pair, stdout, tcp_port};
+use common::runner::{Player, Run};
+use common::{assert_ok, device_lock, stdout};
 
 const C_PINGPONG: &str = "ibv_rc_pingpong";
 const OURS: &str = env!("CARGO_BIN_EXE_08_poll_cq");
+
+/// Who plays a side: the C tool, or our program.
+fn player(program: &str) -> Player {
+    if program == C_PINGPONG {
+        Player::C
+    } else {
+        Player::Ours(program.into())
+    }
+}
 
 /// Runs `server` ↔ `client` with `extra` flags on both sides and checks both report
 /// `iters` iterations.
 fn interop(server: &str, client: &str, extra: &[&str], iters: u32) {
     let _device = device_lock();
-    let mut server_args = device_args();
-    server_args.extend(args(&["-p", &tcp_port().to_string()]));
-    server_args.extend(args(extra));
-    let mut client_args = server_args.clone();
-    client_args.push("127.0.0.1".into());
-    let (s, c) = run_pair(server, &server_args, client, &client_args);
+    let run = Run::new(common::step("08_poll_cq").unwrap()).server(player(server)).client(player(client));
+    let (s, c) = run.flags(extra).server_client();
     assert_ok(&format!("server {server}"), &s);
     assert_ok(&format!("client {client}"), &c);
     for (role, out) in [("server", &s), ("client", &c)] {

@@ -12,16 +12,22 @@ use testkit as common;
 
 use std::process::Output;
 
-use common::cm::{cm_addr, run_cm_pair, RPING};
-use common::{args, assert_ok, device_lock, stdout, tcp_port};
+use common::runner::{Player, Run};
+use common::{assert_ok, device_lock, stdout};
+use rdma_dissect::role::Role;
 
 const OURS: &str = env!("CARGO_BIN_EXE_10_rdma_cm");
 
 /// The runs: (`-S`, `-C`).
 const RUNS: [(u32, u32); 2] = [(64, 10), (4096, 25)];
 
-fn flags(role: &str, size: u32, count: u32, port: u16) -> Vec<String> {
-    args(&[role, "-a", &cm_addr(), "-p", &port.to_string(), "-S", &size.to_string(), "-C", &count.to_string(), "-V"])
+/// Step 10 with rping in the role `rping` and ours in the other, both with `-S size -V`,
+/// the server with `-C` the first count and the client with the second.
+fn run(rping: Role, size: u32, [server, client]: [u32; 2]) -> Run {
+    let run = Run::new(common::step("10_rdma_cm").unwrap()).ours(OURS);
+    let run = if rping == Role::Server { run.server(Player::Rping) } else { run.client(Player::Rping) };
+    let run = run.flags(&["-S", &size.to_string(), "-V"]);
+    run.role_flags(Role::Server, &["-C", &server.to_string()]).role_flags(Role::Client, &["-C", &client.to_string()])
 }
 
 fn rping_ok(what: &str, out: &Output) {
@@ -44,10 +50,7 @@ fn ours_did(what: &str, out: &Output, count: u32) {
 fn our_server_with_rping_client() {
     let _device = device_lock();
     for (size, count) in RUNS {
-        let port = tcp_port();
-        let mut client = flags("-c", size, count, port);
-        client.push("-v".into());
-        let (s, c) = run_cm_pair(OURS, &flags("-s", size, count, port), RPING, &client);
+        let (s, c) = run(Role::Client, size, [count, count]).role_flags(Role::Client, &["-v"]).server_client();
         rping_ok(&format!("rping -c -S {size} -C {count}"), &c);
         assert_ok(&format!("10_rdma_cm -s -S {size}"), &s);
         ours_did("10_rdma_cm -s", &s, count);
@@ -60,8 +63,7 @@ fn our_server_with_rping_client() {
 fn our_client_with_rping_server() {
     let _device = device_lock();
     for (size, count) in RUNS {
-        let port = tcp_port();
-        let (s, c) = run_cm_pair(RPING, &flags("-s", size, count, port), OURS, &flags("-c", size, count, port));
+        let (s, c) = run(Role::Server, size, [count, count]).server_client();
         assert_ok(&format!("10_rdma_cm -c -S {size} -C {count}"), &c);
         rping_ok(&format!("rping -s -S {size}"), &s);
         ours_did("10_rdma_cm -c", &c, count);
@@ -74,8 +76,7 @@ fn our_client_with_rping_server() {
 #[test]
 fn our_server_says_how_many_of_its_count_were_done() {
     let _device = device_lock();
-    let port = tcp_port();
-    let (s, c) = run_cm_pair(OURS, &flags("-s", 64, 1000, port), RPING, &flags("-c", 64, 5, port));
+    let (s, c) = run(Role::Client, 64, [1000, 5]).server_client();
     rping_ok("rping -c -C 5", &c);
     assert_ok("10_rdma_cm -s -C 1000", &s);
     ours_did("10_rdma_cm -s", &s, 5);

@@ -13,13 +13,11 @@
 use rdma_dissect::role::Role;
 use testkit as common;
 
-use common::cm::{cm_addr, redact_cm, run_cm_pair};
+use common::cm::redact_cm;
+use common::runner::Run;
 use std::process::Output;
 
-use common::{
-    args, assert_ok, book_output, device, device_args, device_lock, redact, run, run_pair, snapshots, stdout, tcp_port,
-    Device, Picks,
-};
+use common::{assert_ok, book_output, device, device_args, device_lock, redact, run, snapshots, stdout, Device, Picks};
 
 /// A single-process step (01–04): one snapshot, `steps__<bin>.snap`.
 fn single(bin: &str, program: &str) {
@@ -35,11 +33,7 @@ fn single(bin: &str, program: &str) {
 /// A two-role step (05–09): `steps__<bin>-server.snap` and `steps__<bin>-client.snap`.
 fn pair(bin: &str, program: &str) {
     let _device = device_lock();
-    let mut server = device_args();
-    server.extend(args(&["-p", &tcp_port().to_string()]));
-    let mut client = server.clone();
-    client.push("127.0.0.1".into());
-    let (s, c) = run_pair(program, &server, program, &client);
+    let (s, c) = Run::new(common::step(bin).unwrap()).ours(program).server_client();
     record_pair(bin, &s, &c, redact);
 }
 
@@ -110,14 +104,22 @@ fn step_09_rdma_write() {
 /// `steps__<bin>-server.snap` and `steps__<bin>-client.snap`.
 fn cm(bin: &str, program: &str) {
     let _device = device_lock();
-    let common = args(&["-a", &cm_addr(), "-p", &tcp_port().to_string(), "-V"]);
-    let server = [args(&["-s"]), common.clone()].concat();
-    let client = [args(&["-c", "-C", "3"]), common].concat();
-    let (s, c) = run_cm_pair(program, &server, program, &client);
+    let run = Run::new(common::step(bin).unwrap()).ours(program).flags(&["-V"]).role_flags(Role::Client, &["-C", "3"]);
+    let (s, c) = run.server_client();
     record_pair(bin, &s, &c, redact_cm);
 }
 
 #[test]
 fn step_10_rdma_cm() {
     cm("10_rdma_cm", env!("CARGO_BIN_EXE_10_rdma_cm"));
+}
+
+#[test]
+fn step_11_ud_pingpong() {
+    pair("11_ud_pingpong", env!("CARGO_BIN_EXE_11_ud_pingpong"));
+}
+
+#[test]
+fn step_12_srq_pingpong() {
+    pair("12_srq_pingpong", env!("CARGO_BIN_EXE_12_srq_pingpong"));
 }

@@ -176,9 +176,9 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
         &[
             (
                 "let channel: Option<Rc<CompChannel>> = todo!(",
-                "let channel = if opts.use_event { Some(CompChannel::create(&dev.ctx)?) } else { None };",
+                "let channel = if opts.use_event { Some(CompChannel::create(ctx)?) } else { None };",
             ),
-            ("let cq: Rc<Cq> = todo!(", "let cq = Cq::create(&dev.ctx, opts.cqe as i32, channel.as_ref(), 0)?;"),
+            ("let cq: Rc<Cq> = todo!(", "let cq = Cq::create(ctx, opts.cqe as i32, channel.as_ref(), 0)?;"),
             ("max_send_wr: todo!(", "max_send_wr: opts.tx_depth,"),
             ("max_recv_wr: todo!(", "max_recv_wr: opts.rx_depth,"),
             ("qp_type: todo!(", "qp_type: IBV_QPT_RC,"),

@@ -960,3 +960,71 @@ fn step_10_connects_with_the_cm_and_reads() {
         .collect();
     snapshot("wire-10_rdma_cm", &text);
 }
+
+/// Step 10 over iWARP (`LAB_DEVICE=siw`: siw0 on each host): what goes on the wire instead
+/// of RoCE's packets. A TCP connection, MPA's request and reply on it (the CM's whole
+/// handshake), then rping's messages as RDMAP over DDP — untagged SENDs with their queue
+/// and message numbers, the READ request naming both buffers, the READ response and the
+/// WRITE placed by STag and offset — with no acknowledgement of their own (TCP's ACKs,
+/// left out, do that), and TCP's FIN for the disconnect. No RoCE packet at all.
+#[test]
+fn step_10_over_iwarp_is_rdmap_over_tcp() {
+    let exe = env!("CARGO_BIN_EXE_10_rdma_cm");
+    let port = common::tcp_port();
+    let dir = project().join("target/two-hosts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("10-iwarp.pcap");
+    let _ = std::fs::remove_file(&pcap);
+    let out = Command::new(project().join("lab/run"))
+        .env("LAB_DEVICE", "siw")
+        .args(["--hosts", "2", "--pcap"])
+        .arg(&pcap)
+        .arg(format!("{exe} -s -a 192.0.2.1 -p {port} -V"))
+        .arg(format!("sleep 3; {exe} -c -a 192.0.2.1 -p {port} -C 1 -V"))
+        .current_dir(project())
+        .output()
+        .expect("spawn lab/run");
+    let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "10 over iWARP across two hosts failed:\n{output}");
+    let decoded = Command::new(project().join("lab/packets")).arg(&pcap).output().unwrap();
+    assert!(decoded.status.success(), "{}", String::from_utf8_lossy(&decoded.stderr));
+    let decoded = String::from_utf8_lossy(&decoded.stdout).into_owned();
+    assert!(!decoded.contains(" PSN "), "RoCE packets on an iWARP wire:\n{decoded}");
+    // The READ's source is the buffer the client announced in its first SEND.
+    let announced = output
+        .lines()
+        .find_map(|l| l.strip_prefix("[h2] rping_info"))
+        .unwrap_or_else(|| panic!("no rping_info from the client:\n{output}"));
+    let rkey = announced.split_whitespace().find_map(|w| w.strip_prefix("rkey=")).unwrap();
+    assert!(
+        decoded.lines().any(|l| l.contains("Read Request") && l.contains(&format!("source STag {rkey}"))),
+        "no READ of the client's buffer {rkey}:\n{decoded}"
+    );
+    // A run's STags (the rkeys) and tagged offsets (the buffers' addresses) are its own.
+    let redact = |what: &str| {
+        let mut words: Vec<String> = what.split(' ').map(str::to_string).collect();
+        for i in 1..words.len() {
+            let placeholder = match words[i - 1].as_str() {
+                "STag" => "[RKEY]",
+                "TO" => "[ADDR]",
+                _ => continue,
+            };
+            let comma = if words[i].ends_with(',') { "," } else { "" };
+            words[i] = format!("{placeholder}{comma}");
+        }
+        words.join(" ")
+    };
+    let text: String = decoded
+        .lines()
+        .map(|l| {
+            let (src, rest) = l.split_once(" → ").expect("who → whom");
+            let (dst, what) = rest.trim_start().split_once("  ").expect("then the message");
+            let what = redact(what);
+            format!("{:<6} → {:<6}  {what}\n", who(src.trim()), who(dst.trim()))
+        })
+        .collect();
+    let first: Vec<&str> = text.lines().take(4).map(|l| l.split_once("  ").unwrap().1).collect();
+    assert_eq!(first, ["TCP SYN", "TCP SYN, ACK", "MPA Request (CRC off)", "MPA Reply (CRC off)"], "{text}");
+    assert!(text.trim_end().ends_with("TCP FIN"), "{text}");
+    snapshot("wire-10_rdma_cm-iwarp", &text);
+}

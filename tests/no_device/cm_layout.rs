@@ -1,4 +1,4 @@
-//! The librdmacm declarations of `src/verbs/cm.rs` against the system's C header.
+//! The librdmacm declarations of `src/verbs/rdma_cm.rs` against the system's C header.
 //!
 //! They are written by hand (the module's doc says why), and a field declared one byte off
 //! would not fail to compile: it would read garbage. So this test compiles a small C program
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::mem::{offset_of, size_of};
 use std::process::Command;
 
-use rdma_dissect::verbs::cm::sys::*;
+use rdma_dissect::verbs::rdma_cm::sys::*;
 
 /// `(C expression, Rust value)`: every size and offset the Rust side relies on.
 fn rust_layout() -> Vec<(&'static str, usize)> {
@@ -102,7 +102,7 @@ fn librdmacm_declarations_match_the_system_header() {
     let wrong: Vec<String> = rust
         .iter()
         .filter(|(e, v)| c[*e] != *v)
-        .map(|(e, v)| format!("{e}: C says {}, src/verbs/cm.rs {v}", c[*e]))
+        .map(|(e, v)| format!("{e}: C says {}, src/verbs/rdma_cm.rs {v}", c[*e]))
         .collect();
-    assert!(wrong.is_empty(), "src/verbs/cm.rs disagrees with <rdma/rdma_cma.h>:\n{}", wrong.join("\n"));
+    assert!(wrong.is_empty(), "src/verbs/rdma_cm.rs disagrees with <rdma/rdma_cma.h>:\n{}", wrong.join("\n"));
 }

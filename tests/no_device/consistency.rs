@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 
 use common::steps;
 
+/// What every "missing" message ends with: the command that writes what a step needs.
+const ADD: &str = "(`cargo xtask new-step NN_name alone|pair|cm` adds a step with all of it; see CONTRIBUTING.md)";
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -40,7 +43,7 @@ fn every_step_has_its_bin_file_stage_and_snapshots() {
         let step = format!("steps/{bin}.rs");
         assert!(
             manifest.contains(&format!("name = \"{bin}\"\npath = \"{step}\"")),
-            "Cargo.toml has no [[bin]] {bin} at {step}"
+            "Cargo.toml has no [[bin]] {bin} at {step} {ADD}"
         );
         let step_text = read(&step);
         assert_anchor(&step, &step_text, "new");
@@ -55,7 +58,7 @@ fn every_step_has_its_bin_file_stage_and_snapshots() {
             n + 1
         );
         assert!(stage_text.contains("C reference:"), "{stage}: doc must name its rc_pingpong.c counterpart");
-        assert!(stages_mod.contains(&format!("pub mod {module};")), "src/stages/mod.rs lacks {module}");
+        assert!(stages_mod.contains(&format!("pub mod {module};")), "src/stages/mod.rs lacks {module} {ADD}");
 
         let snaps: Vec<String> = if !s.pair {
             vec![format!("steps__{bin}.snap")]
@@ -63,7 +66,7 @@ fn every_step_has_its_bin_file_stage_and_snapshots() {
             vec![format!("steps__{bin}-server.snap"), format!("steps__{bin}-client.snap")]
         };
         for snap in snaps {
-            assert!(root().join("tests/snapshots").join(&snap).is_file(), "missing tests/snapshots/{snap}");
+            assert!(root().join("tests/snapshots").join(&snap).is_file(), "missing tests/snapshots/{snap} {ADD}");
         }
     }
 }
@@ -107,14 +110,14 @@ fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
         }
     }
     let want: Vec<(String, String)> = list.iter().map(|b| (b.clone(), format!("steps/{b}.rs"))).collect();
-    assert_eq!(bins, want, "Cargo.toml's [[bin]]s (name, path) are not steps/list.txt's steps, in order");
+    assert_eq!(bins, want, "Cargo.toml's [[bin]]s (name, path) are not steps/list.txt's steps, in order {ADD}");
 
     let mut files: Vec<String> = fs::read_dir(root().join("steps"))
         .unwrap()
         .filter_map(|e| e.unwrap().file_name().to_str()?.strip_suffix(".rs").map(str::to_string))
         .collect();
     files.sort();
-    assert_eq!(files, list, "steps/*.rs are not steps/list.txt's steps");
+    assert_eq!(files, list, "steps/*.rs are not steps/list.txt's steps {ADD}");
 
     // The numbered chapters, `- [...](NN_name.md)`.
     let chapters: Vec<String> = read("book/src/SUMMARY.md")
@@ -122,7 +125,7 @@ fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
         .filter_map(|l| l.trim().strip_prefix("- [")?.split_once("](")?.1.strip_suffix(".md)").map(str::to_string))
         .filter(|c| c.len() > 3 && c.as_bytes()[..2].iter().all(u8::is_ascii_digit) && c.as_bytes()[2] == b'_')
         .collect();
-    assert_eq!(chapters, list, "book/src/SUMMARY.md's step chapters are not steps/list.txt's steps, in order");
+    assert_eq!(chapters, list, "book/src/SUMMARY.md's step chapters are not steps/list.txt's steps, in order {ADD}");
 }
 
 /// A test that runs one step's binary names it with `env!("CARGO_BIN_EXE_<bin>")`, which
@@ -158,7 +161,7 @@ fn every_step_has_its_snapshot_and_break_it_tests() {
             }
         );
         let test = body(&snapshots, &format!("step_{bin}"))
-            .unwrap_or_else(|| panic!("tests/device/steps.rs has no fn step_{bin}()"));
+            .unwrap_or_else(|| panic!("tests/device/steps.rs has no fn step_{bin}() {ADD}"));
         assert!(test.contains(&run), "tests/device/steps.rs: step_{bin}() does not call {run})");
 
         let cases = format!("breakit::{stage}::CASES");
@@ -208,8 +211,10 @@ fn steps_call_the_connection_stages_in_order() {
         }
         let text = read(format!("steps/{bin}.rs"));
         let body = &text[text.find("fn main").expect("fn main")..];
-        let mut calls: Vec<String> = steps[..=n.min(4)].iter().map(|s| format!("{}(", s.stage())).collect();
-        if n >= 5 {
+        // A step that runs alone makes no connection: it calls stages 01–04 at most.
+        let last = if step.pair { 4 } else { 3 };
+        let mut calls: Vec<String> = steps[..=n.min(last)].iter().map(|s| format!("{}(", s.stage())).collect();
+        if n >= 5 && step.pair {
             calls[4] = "connect(".to_string();
         }
         let mut last = 0;

@@ -312,8 +312,15 @@ fn client_started_before_its_server_still_connects() {
     assert_eq!(got_by_server, client_dest());
 }
 
+/// A port nothing listens on, for a while: below ip_local_port_range (32768–60999 by
+/// default), so that no other test's `bind(0)` or outgoing connection can take it between
+/// this call and the test's own bind. A port from `bind(0)` could be handed out again at
+/// once, and this file's tests run in parallel; each call starts its search elsewhere.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static CALLS: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base = 20000 + (std::process::id() % 100) as u16 * 100 + call * 10;
+    (base..32768).find(|&p| TcpListener::bind(("127.0.0.1", p)).is_ok()).expect("a free port below 32768")
 }
 
 #[test]

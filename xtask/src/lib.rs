@@ -8,6 +8,12 @@
 //!                                     stale ones (see book/)
 //! cargo xtask exercise …              the classroom kit: a student's copy of a stage, and
 //!                                     grading it on the device (see exercise/)
+//! cargo xtask run NN [--peer …] …     step NN in its roles on the device: the server,
+//!                                     then its client (testkit's runner; see run.rs)
+//! cargo xtask new-step NN_name alone|pair|cm [--base NN]
+//!                                     add a step: everything steps/list.txt implies, as a
+//!                                     skeleton (`--remove NN_name` takes it out; see
+//!                                     new_step/ and CONTRIBUTING.md)
 //! ```
 //!
 //! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what
@@ -18,3 +24,5 @@
 pub mod bench;
 pub mod book;
 pub mod exercise;
+pub mod new_step;
+pub mod run;

@@ -1,7 +1,7 @@
 //! "What changed since the previous step": `book/src/generated/<bin>.diff` is the unified
 //! diff of `steps/<base>.rs` → `steps/<bin>.rs`, the base being the step it is built on
 //! (the previous one, unless `steps/list.txt`'s third column names another: 09 grows out of
-//! 06), for every step after the first; `book/src/generated/<first bin>.rs` is the first
+//! 06, 10 out of 04), for every step after the first; `book/src/generated/<first bin>.rs` is the first
 //! step's whole file, which has nothing to diff against.
 //!
 //! The diffs are what `diff -u --label steps/<base>.rs --label steps/<bin>.rs` prints (three
@@ -97,6 +97,7 @@ mod tests {
             pair: false,
             cm: false,
             base: base.map(Into::into),
+            roles: testkit::Roles::Alone,
         };
         let steps = [step("01_a", None), step("02_b", Some("01_a")), step("03_c", Some("01_a"))];
         let generated = generate(&root, &steps).unwrap();

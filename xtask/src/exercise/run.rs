@@ -1,10 +1,10 @@
 //! Running a step on the device: the student's program, the reference, their peers.
 
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdma_dissect::role::Role;
 use testkit as common;
+use testkit::runner;
 
 use super::{Partner, Step};
 
@@ -23,44 +23,15 @@ pub(super) struct Ran {
     pub(super) status: Option<i32>,
 }
 
-fn spawn(program: &str, args: &[String], line_buffered: bool) -> Child {
-    let cmd = if line_buffered {
-        // The C tool's stdout is a pipe, so stdio buffers it whole; we may have to kill it
-        // (05–07 stop before its ping-pong ends) and still want its address lines.
-        let mut c = Command::new("stdbuf");
-        c.arg("-oL").arg(program);
-        c
-    } else {
-        Command::new(program)
-    };
-    common::spawn_as(cmd, program, args)
-}
-
-/// When the peer must be done once ours has exited: at `deadline` when ours exited 0,
-/// within a second when it failed. The peer of a program that failed (a hole's panic, an
-/// error) waits for a partner that is gone — rc_pingpong and rping wait for ever — and the
-/// verdict is ours' failure whatever the peer does; a second lets it print what it saw.
-fn grace(ours: &Ran, deadline: Instant) -> Instant {
-    if ours.status == Some(0) {
-        deadline
-    } else {
-        deadline.min(Instant::now() + Duration::from_secs(1))
-    }
-}
-
-/// Waits for `child` until `deadline`, then kills it.
-fn finish(child: Child, what: &str, deadline: Instant) -> Ran {
-    finish_when(child, what, deadline, |_| false)
-}
-
-/// [`finish`], but kills `child` as soon as its stdout so far is `enough`.
-fn finish_when(child: Child, what: &str, deadline: Instant, enough: impl Fn(&[u8]) -> bool) -> Ran {
-    let (status, stdout, stderr) = common::wait_or_kill_when(child, deadline, enough);
-    Ran {
-        what: what.to_string(),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        status: status.and_then(|s| s.code()),
+impl Ran {
+    /// What the runner says `ran` did, named `what` for messages.
+    fn of(ran: &runner::Ran, what: &str) -> Ran {
+        Ran {
+            what: what.to_string(),
+            stdout: String::from_utf8_lossy(&ran.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&ran.stderr).into_owned(),
+            status: ran.status.and_then(|s| s.code()),
+        }
     }
 }
 
@@ -74,117 +45,45 @@ pub(super) struct RunResult {
     pub(super) label: String,
 }
 
+/// Runs `program` (step `step`) in `side` with the step's partner opposite, through
+/// testkit's runner: the server first, the client once the server is ready. Ours (and the
+/// reference, which is ours too) gets `--timeout`; a C peer that outlasts the step
+/// (rc_pingpong opposite 05–07) is stopped once ours has exited and it has printed the
+/// peer's address. When ours fails, its peer — which would wait for ever for a partner
+/// that is gone — gets a second to print what it saw: the verdict is ours' failure
+/// whatever the peer does.
 pub(super) fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: Option<Role>) -> RunResult {
-    let dev = common::device_args();
-    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     let flags = if extra.is_empty() { String::new() } else { format!(", {}", extra.join(" ")) };
     let ours_name = format!("your {}", step.bin);
+    let listed = common::step(&step.bin).expect("a listed step");
+    let mut run = runner::Run::new(listed).ours(program).flags(extra);
+    run.timeout = DEADLINE;
     let Some(partner) = step.partner else {
-        let args: Vec<String> = dev.iter().chain(&extra).cloned().collect();
-        let ours = finish(spawn(program, &args, false), &ours_name, Instant::now() + DEADLINE);
-        return RunResult { ours, peer: None, side, label: format!("alone{flags}") };
+        let ran = run.run();
+        return RunResult { ours: Ran::of(&ran[0], &ours_name), peer: None, side, label: format!("alone{flags}") };
     };
-    if partner == Partner::Rping {
-        return run_cm(step, program, &extra, side);
-    }
-    let port = common::tcp_port().to_string();
-    let (peer_program, peer_name) = match partner {
-        Partner::C => ("ibv_rc_pingpong".to_string(), "ibv_rc_pingpong".to_string()),
-        _ => (reference.to_string(), format!("the reference {}", step.bin)),
-    };
-    let mut ours_args: Vec<String> = dev.clone();
-    ours_args.extend(["-p".to_string(), port.clone(), "--timeout".into(), PEER_TIMEOUT.into()]);
-    ours_args.extend(extra.iter().cloned());
-    let mut peer_args: Vec<String> = dev.clone();
-    peer_args.extend(["-p".to_string(), port.clone()]);
-    if partner == Partner::Reference {
-        peer_args.extend(["--timeout".into(), PEER_TIMEOUT.into()]);
-    }
-    peer_args.extend(extra.iter().cloned());
-    let c_peer = partner == Partner::C;
-    let deadline = Instant::now() + DEADLINE;
-    let (server, client) = match side {
-        Some(Role::Server) => {
-            peer_args.push("127.0.0.1".into());
-            let s = spawn(program, &ours_args, false);
-            (s, (peer_program.clone(), peer_args, c_peer))
-        }
-        _ => {
-            ours_args.push("127.0.0.1".into());
-            let s = spawn(&peer_program, &peer_args, c_peer);
-            (s, (program.to_string(), ours_args, false))
-        }
-    };
-    let mut server = server;
-    while !common::listening(port.parse().unwrap()) && Instant::now() < deadline {
-        if server.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let client = spawn(&client.0, &client.1, client.2);
-    let (ours_child, peer_child) = if side == Some(Role::Server) { (server, client) } else { (client, server) };
-    let ours = finish(ours_child, &ours_name, deadline);
-    // Steps 05–07 end before rc_pingpong's ping-pong does: the C peer would wait forever
-    // for messages that never come. It has done its part once ours has exited and it has
-    // printed the peer's address (after the exchange; its loop prints nothing), and it
-    // gets a second for that.
-    let peer = if c_peer && step.nn.as_str() < "08" {
-        let printed =
-            |out: &[u8]| out.split(|&b| b == b'\n').rev().skip(1).any(|l| l.starts_with(b"  remote address:"));
-        finish_when(peer_child, &peer_name, Instant::now() + Duration::from_secs(1), printed)
-    } else {
-        finish(peer_child, &peer_name, grace(&ours, deadline))
-    };
-    let label = match side {
-        Some(Role::Server) => format!("as the server, {peer_name} as the client{flags}"),
-        _ => format!("as the client, {peer_name} as the server{flags}"),
-    };
-    RunResult { ours, peer: Some(peer), side, label }
-}
-
-/// A run of a step that connects with rdma_cm (10) against Debian's rping, with rping's
-/// flags: the server first, the client once the server's id listens, three validated pings.
-fn run_cm(step: &Step, program: &str, extra: &[String], side: Option<Role>) -> RunResult {
-    let flags = if extra.is_empty() { String::new() } else { format!(", {}", extra.join(" ")) };
-    let (addr, port) = (common::cm::cm_addr(), common::tcp_port());
-    let common_args =
-        ["-a".to_string(), addr.clone(), "-p".into(), port.to_string(), "-C".into(), "3".into(), "-V".into()];
-    let args = |role: Role, ours: bool| -> Vec<String> {
-        let mut a = vec![if role == Role::Server { "-s" } else { "-c" }.to_string()];
-        a.extend(common_args.iter().cloned());
-        if ours {
-            a.extend(["--timeout".into(), PEER_TIMEOUT.into()]);
-            a.extend(extra.iter().cloned());
-        }
-        a
+    let (peer, peer_name) = match partner {
+        Partner::C => (runner::Player::C, "ibv_rc_pingpong".to_string()),
+        Partner::Rping => (runner::Player::Rping, "rping".to_string()),
+        Partner::Reference => (runner::Player::Ours(reference.to_string()), format!("the reference {}", step.bin)),
     };
     let ours_role = side.unwrap_or(Role::Client);
-    let (ours_name, peer_name) = (format!("your {}", step.bin), "rping".to_string());
-    let deadline = Instant::now() + DEADLINE;
-    let (server_args, server_ours) =
-        if ours_role == Role::Server { (args(Role::Server, true), true) } else { (args(Role::Server, false), false) };
-    let mut server = spawn(if server_ours { program } else { common::cm::RPING }, &server_args, false);
-    while !common::cm::cm_listening(&addr, port) && Instant::now() < deadline {
-        if server.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let mut run = if ours_role == Role::Server { run.client(peer) } else { run.server(peer) };
+    run = run.ours_flags(&["--timeout", PEER_TIMEOUT]);
+    if step.cm {
+        // rping's flags: three validated pings.
+        run = run.flags(&["-C", "3", "-V"]);
     }
-    let client = if server_ours {
-        spawn(common::cm::RPING, &args(Role::Client, false), false)
-    } else {
-        spawn(program, &args(Role::Client, true), false)
-    };
-    let (ours_child, peer_child) = if server_ours { (server, client) } else { (client, server) };
-    let ours = finish(ours_child, &ours_name, deadline);
-    let mut peer = finish(peer_child, &peer_name, grace(&ours, deadline));
+    run.after_failure = Some((Some(ours_role), Duration::from_secs(1)));
+    let ran = run.run();
+    let (ours, peer) = if ours_role == Role::Server { (&ran[0], &ran[1]) } else { (&ran[1], &ran[0]) };
+    let (ours, mut peer) = (Ran::of(ours, &ours_name), Ran::of(peer, &peer_name));
     // rping reports a normal end on stderr ("server DISCONNECT EVENT..."): with status 0,
     // that is not a failure.
-    if peer.status == Some(0) {
+    if partner == Partner::Rping && peer.status == Some(0) {
         peer.stderr.clear();
     }
-    let label = format!("as the {}, rping as the {}{flags}", ours_role.label(), ours_role.peer().label());
+    let label = format!("as the {}, {peer_name} as the {}{flags}", ours_role.label(), ours_role.peer().label());
     RunResult { ours, peer: Some(peer), side, label }
 }
 

@@ -386,6 +386,14 @@ impl CmId {
         unsafe { self.raw.as_ref().port_num }
     }
 
+    /// Our GID on that port (`id->route.addr.addr.ibaddr.sgid`), the one the CM chose for
+    /// the resolved address; all zero while unbound.
+    pub fn sgid(&self) -> [u8; 16] {
+        // SAFETY: raw points to a live id; the route's address is plain data librdmacm
+        // fills when it binds the id.
+        gid_bytes(unsafe { &self.raw.as_ref().route.addr.ibaddr.sgid })
+    }
+
     /// The verbs context of the device the CM bound the id to (`id->verbs`), if bound.
     pub(super) fn verbs(&self) -> Option<NonNull<ffi::ibv_context>> {
         // SAFETY: raw points to a live id; verbs is a plain field.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::trace;
-use crate::verbs::cm::sys::{
+use crate::verbs::rdma_cm::sys::{
     RDMA_CM_EVENT_CONNECT_REQUEST, RDMA_CM_EVENT_DISCONNECTED, RDMA_CM_EVENT_ESTABLISHED, RDMA_CM_EVENT_REJECTED,
 };
 use crate::verbs::{self, names, CmEvent, CmId, EventChannel, Qp};
@@ -61,13 +61,17 @@ pub fn trace_event(ep: &Endpoint, event: &CmEvent) {
 pub fn await_event(ep: &Endpoint, want: u32, timeout: Duration) -> Result<CmEvent> {
     if !ep.channel.ready(timeout)? {
         return Err(Error::new("rdma_get_cm_event")
-            .cause(format!("no CM event within {} s (waiting for {})", timeout.as_secs(), verbs::cm::event_name(want)))
+            .cause(format!(
+                "no CM event within {} s (waiting for {})",
+                timeout.as_secs(),
+                verbs::rdma_cm::event_name(want)
+            ))
             .fix("start the other side (the server first); check -a and -p on both"));
     }
     let event = ep.channel.get_event(&ep.ids())?;
     trace_event(ep, &event);
     if event.kind != want {
-        return Err(unexpected(&event, &verbs::cm::event_name(want)));
+        return Err(unexpected(&event, &verbs::rdma_cm::event_name(want)));
     }
     Ok(event)
 }

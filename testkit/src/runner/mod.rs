@@ -1,0 +1,410 @@
+//! The runner: one step of `steps/list.txt` run in its roles. The one place that knows how
+//! a run starts — the server first, the client once the server is ready for it (a TCP
+//! listener for `pair`, a listening CM id for `cm`), both bounded in time — and who can
+//! play a role: our step, the C tool it dissects, or rping. The tests, the exercise grader
+//! and, through `cargo xtask run`, the lab scripts run steps through it.
+//!
+//! ```no_run
+//! use testkit::runner::{Player, Run};
+//! // Our 08_poll_cq as the client of the C ibv_rc_pingpong, 100 iterations.
+//! let run = Run::new(testkit::step("08").unwrap()).server(Player::C).flags(&["-n", "100"]);
+//! for ran in run.run() {
+//!     assert!(ran.ok(), "{}", ran.report());
+//! }
+//! ```
+
+use std::process::{Command, ExitStatus, Output};
+use std::time::{Duration, Instant};
+
+use rdma_dissect::role::Role;
+
+mod watch;
+
+use crate::cm::{cm_addr, cm_listening};
+use crate::{device, root, spawn_as, tcp_port, Roles, Step, TIMEOUT};
+use watch::{Proc, Watch};
+
+/// Who plays a role of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Player {
+    /// Our program: the step's binary, or another build of it (a student's, the grader's
+    /// reference), at this path.
+    Ours(String),
+    /// The C tool the step dissects (`pair` steps): rdma-core's `ibv_rc_pingpong`, or
+    /// perftest's `ib_write_bw` for 09 (its address message is ours, so this is only ever
+    /// its own peer, as in lab/bench).
+    C,
+    /// Debian's rping (`cm` steps), rdma-core's `librdmacm/examples/rping.c`.
+    Rping,
+}
+
+impl Player {
+    /// `ours`, `c` or `rping` (`cargo xtask run --peer`); `ours` is the step's binary in `bins`.
+    pub fn parse(word: &str, step: &Step, bins: &std::path::Path) -> Result<Player, String> {
+        match word {
+            "ours" => Ok(Player::Ours(bins.join(&step.bin).display().to_string())),
+            "c" => Ok(Player::C),
+            "rping" => Ok(Player::Rping),
+            _ => Err(format!("`{word}`: a role is played by ours, c or rping")),
+        }
+    }
+
+    /// The program it runs for `step`, or why it cannot play it.
+    fn program(&self, step: &Step) -> Result<String, String> {
+        match (self, step.roles) {
+            (Player::Ours(program), _) => Ok(program.clone()),
+            (Player::C, Roles::Pair) if step.bin == "09_rdma_write" => Ok("ib_write_bw".into()),
+            (Player::C, Roles::Pair) => Ok("ibv_rc_pingpong".into()),
+            (Player::Rping, Roles::Cm) => Ok(crate::cm::RPING.into()),
+            (Player::C, _) => Err(format!("{} has no C peer (rping's steps take --peer rping)", step.bin)),
+            (Player::Rping, _) => Err(format!("{} does not connect with rdma_cm: rping cannot play it", step.bin)),
+        }
+    }
+
+    /// A C tool that waits for a ping-pong the step never does: rc_pingpong opposite
+    /// 05–07, which stop before their stage's ping-pong. It has done its part once the
+    /// other side has exited and it has printed the peer's address; the runner then stops
+    /// it, and runs it line-buffered (`stdbuf -oL`) so that what it printed is not lost in
+    /// its stdio buffer.
+    fn outlasts(&self, step: &Step) -> bool {
+        *self == Player::C && step.roles == Roles::Pair && step.bin.as_str() < "08"
+    }
+}
+
+/// The device's flags as a run passes them (`-d`, `-i`, `-g`): testkit's [`device`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceFlags {
+    /// `-d`.
+    pub name: String,
+    /// `-i`.
+    pub port: u8,
+    /// `-g` (perftest's `-x`).
+    pub gid_index: u32,
+}
+
+/// Where the server waits for its client: the TCP port (`-p`, both kinds) and, for `cm`,
+/// the device's IPv4 address (`-a`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meeting {
+    /// `-p`.
+    pub port: u16,
+    /// The pair's client's host argument; the `cm` server's and client's `-a`.
+    pub addr: String,
+}
+
+/// One run of a step: who plays each role, with which flags, under which wrapper.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The step, as `steps/list.txt` lists it: its roles say how it runs.
+    pub step: Step,
+    /// Who plays the server (and, for an `alone` step, the one process).
+    pub server: Player,
+    /// Who plays the client.
+    pub client: Player,
+    /// Flags every process gets, after the ones the runner gives (device, port, role).
+    pub flags: Vec<String>,
+    /// Flags only the server gets.
+    pub server_flags: Vec<String>,
+    /// Flags only the client gets.
+    pub client_flags: Vec<String>,
+    /// Flags only our programs get (`--timeout`, `--break`): the C tools do not know them.
+    pub ours_flags: Vec<String>,
+    /// A command every process runs under (`valgrind …`, `env LD_PRELOAD=…`); `{role}` in
+    /// a word is the role's label (`server`, `client`, `alone`).
+    pub wrap: Vec<String>,
+    /// A command the server runs under, inside [`Run::wrap`].
+    pub server_wrap: Vec<String>,
+    /// A command the client runs under, inside [`Run::wrap`].
+    pub client_wrap: Vec<String>,
+    /// Pass the device's `-d -i -g` (`alone` and `pair`; rdma_cm finds the device by `-a`).
+    pub device: bool,
+    /// The TCP port; a free one of testkit's ([`tcp_port`]) when None.
+    pub port: Option<u16>,
+    /// How long the whole run may take; what is still running then is killed.
+    pub timeout: Duration,
+    /// When this role's process fails, the others get this long more and are then killed
+    /// (the grader's program under test: its peer would wait for ever for a partner that
+    /// is gone). None: they run on.
+    pub after_failure: Option<(Option<Role>, Duration)>,
+}
+
+/// What one process of a run did.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// Its role: `None` for the one process of an `alone` step.
+    pub role: Option<Role>,
+    /// Who played it.
+    pub player: Player,
+    /// What was run: wrapper, program, arguments.
+    pub command: Vec<String>,
+    /// None when it was killed: it did not finish in time, or it was stopped (a C tool
+    /// that outlasts the step, [`Run::after_failure`]).
+    pub status: Option<ExitStatus>,
+    /// It was stopped once it had done its part: a C tool that outlasts the step, after
+    /// printing the peer's address.
+    pub stopped: bool,
+    /// Everything it printed on stdout.
+    pub stdout: Vec<u8>,
+    /// Everything it printed on stderr.
+    pub stderr: Vec<u8>,
+}
+
+impl Ran {
+    /// `server`, `client` or `alone`.
+    pub fn label(&self) -> &'static str {
+        self.role.map_or("alone", Role::label)
+    }
+
+    /// It exited 0, or was stopped once it had done its part.
+    pub fn ok(&self) -> bool {
+        self.stopped || self.status.is_some_and(|s| s.success())
+    }
+
+    /// `exit status N`, `stopped once done`, or `killed`.
+    pub fn status_text(&self) -> String {
+        match self.status.and_then(|s| s.code()) {
+            Some(code) => format!("exit status {code}"),
+            None if self.stopped => "stopped once done".into(),
+            None => "killed".into(),
+        }
+    }
+
+    /// Its command, how it ended, and both outputs: for a failure's message.
+    pub fn report(&self) -> String {
+        format!(
+            "{} `{}`: {}\n--- stdout\n{}--- stderr\n{}",
+            self.label(),
+            self.command.join(" "),
+            self.status_text(),
+            String::from_utf8_lossy(&self.stdout),
+            String::from_utf8_lossy(&self.stderr)
+        )
+    }
+
+    /// As `std::process::Output`; panics, with both outputs, when it was killed.
+    pub fn output(&self) -> Output {
+        let status = self.status.unwrap_or_else(|| panic!("did not finish in time and was killed: {}", self.report()));
+        Output { status, stdout: self.stdout.clone(), stderr: self.stderr.clone() }
+    }
+}
+
+impl Run {
+    /// `step` with our binary in every role (`target/debug/<bin>`), the device's flags,
+    /// no other flag and no wrapper, bounded by [`TIMEOUT`].
+    pub fn new(step: Step) -> Run {
+        let ours = Player::Ours(root().join("target/debug").join(&step.bin).display().to_string());
+        Run {
+            step,
+            server: ours.clone(),
+            client: ours,
+            flags: Vec::new(),
+            server_flags: Vec::new(),
+            client_flags: Vec::new(),
+            ours_flags: Vec::new(),
+            wrap: Vec::new(),
+            server_wrap: Vec::new(),
+            client_wrap: Vec::new(),
+            device: true,
+            port: None,
+            timeout: TIMEOUT,
+            after_failure: None,
+        }
+    }
+
+    /// Our program at `program` (a test's `env!("CARGO_BIN_EXE_…")`) in every role.
+    pub fn ours(mut self, program: &str) -> Run {
+        self.server = Player::Ours(program.into());
+        self.client = Player::Ours(program.into());
+        self
+    }
+
+    /// Who plays the server.
+    pub fn server(mut self, player: Player) -> Run {
+        self.server = player;
+        self
+    }
+
+    /// Who plays the client.
+    pub fn client(mut self, player: Player) -> Run {
+        self.client = player;
+        self
+    }
+
+    /// Adds flags for every process.
+    pub fn flags(mut self, flags: &[&str]) -> Run {
+        self.flags.extend(flags.iter().map(|f| f.to_string()));
+        self
+    }
+
+    /// Adds flags for `role`'s process only.
+    pub fn role_flags(mut self, role: Role, flags: &[&str]) -> Run {
+        let to = if role == Role::Server { &mut self.server_flags } else { &mut self.client_flags };
+        to.extend(flags.iter().map(|f| f.to_string()));
+        self
+    }
+
+    /// Adds flags only our programs get.
+    pub fn ours_flags(mut self, flags: &[&str]) -> Run {
+        self.ours_flags.extend(flags.iter().map(|f| f.to_string()));
+        self
+    }
+
+    /// Who plays `role` (the server's player for the one process of an `alone` step).
+    pub fn player(&self, role: Option<Role>) -> &Player {
+        if role == Some(Role::Client) {
+            &self.client
+        } else {
+            &self.server
+        }
+    }
+
+    /// The command line of `role`'s process: wrapper, program, the device's flags as the
+    /// program spells them, the meeting point as the kind of roles gives it, then the
+    /// flags. Pure: the unit tests check it without a device.
+    pub fn command(&self, role: Option<Role>, dev: &DeviceFlags, at: &Meeting) -> Result<Vec<String>, String> {
+        let player = self.player(role);
+        let program = player.program(&self.step)?;
+        let label = role.map_or("alone", Role::label);
+        let mut cmd: Vec<String> = self.wrap.iter().map(|w| w.replace("{role}", label)).collect();
+        let (role_wrap, role_flags): (&[String], &[String]) = match role {
+            Some(Role::Server) => (&self.server_wrap, &self.server_flags),
+            Some(Role::Client) => (&self.client_wrap, &self.client_flags),
+            None => (&[], &[]),
+        };
+        cmd.extend(role_wrap.iter().map(|w| w.replace("{role}", label)));
+        // A C tool the run may stop (see `outlasts`, `after_failure`) runs line-buffered:
+        // its stdout is a pipe, so stdio would keep what it printed until it exits.
+        if player.outlasts(&self.step) || (*player == Player::C && self.after_failure.is_some()) {
+            cmd.extend(["stdbuf".to_string(), "-oL".into()]);
+        }
+        cmd.push(program.clone());
+        let gid_flag = if program == "ib_write_bw" { "-x" } else { "-g" };
+        let device = [
+            "-d".to_string(),
+            dev.name.clone(),
+            "-i".into(),
+            dev.port.to_string(),
+            gid_flag.into(),
+            dev.gid_index.to_string(),
+        ];
+        let port = ["-p".to_string(), at.port.to_string()];
+        // One arm per kind of roles: what the kind's processes are told about each other.
+        let mut host = None;
+        match self.step.roles {
+            Roles::Alone => cmd.extend(device.iter().filter(|_| self.device).cloned()),
+            Roles::Pair => {
+                cmd.extend(device.iter().filter(|_| self.device).cloned());
+                cmd.extend(port);
+                host = (role == Some(Role::Client)).then(|| at.addr.clone());
+            }
+            Roles::Cm => {
+                cmd.push(if role == Some(Role::Client) { "-c" } else { "-s" }.into());
+                cmd.extend(["-a".to_string(), at.addr.clone()]);
+                cmd.extend(port);
+            }
+        }
+        cmd.extend(self.flags.iter().cloned());
+        if matches!(player, Player::Ours(_)) {
+            cmd.extend(self.ours_flags.iter().cloned());
+        }
+        cmd.extend(role_flags.iter().cloned());
+        cmd.extend(host);
+        Ok(cmd)
+    }
+
+    /// Where this run's server waits: a free port of testkit's unless one was given, on
+    /// `127.0.0.1` for `pair` and on the device's IPv4 address for `cm`.
+    pub fn meeting(&self) -> Meeting {
+        let port = self.port.unwrap_or_else(tcp_port);
+        let addr = match self.step.roles {
+            Roles::Cm => cm_addr(),
+            Roles::Alone | Roles::Pair => "127.0.0.1".into(),
+        };
+        Meeting { port, addr }
+    }
+
+    /// Runs the step in its roles and returns what each process did, in the order they
+    /// started (the server, then the client). Panics when a process cannot be started or a
+    /// player cannot play its role (see [`Run::try_run`]).
+    pub fn run(&self) -> Vec<Ran> {
+        self.try_run().unwrap_or_else(|e| panic!("{}: {e}", self.step.bin))
+    }
+
+    /// A two-role run's server's and client's outputs; panics, with both outputs, when
+    /// either was killed (the tests' contract: a run that hangs fails).
+    pub fn server_client(&self) -> (Output, Output) {
+        let ran = self.run();
+        assert!(ran.len() == 2, "{} has no server and client", self.step.bin);
+        if ran.iter().any(|r| r.status.is_none()) {
+            panic!("{} did not finish in time:\n{}\n{}", self.step.bin, ran[0].report(), ran[1].report());
+        }
+        (ran[0].output(), ran[1].output())
+    }
+
+    /// [`Run::run`], or why it cannot start.
+    pub fn try_run(&self) -> Result<Vec<Ran>, String> {
+        for &role in self.step.roles.roles() {
+            self.player(role).program(&self.step)?;
+        }
+        // The device is asked only when its flags are passed (rdma_cm's address asks it too).
+        let dev = match self.device && self.step.roles != Roles::Cm {
+            true => {
+                let dev = device();
+                DeviceFlags { name: dev.name.clone(), port: dev.port, gid_index: dev.gid_index }
+            }
+            false => DeviceFlags::default(),
+        };
+        let at =
+            if self.step.roles == Roles::Alone { Meeting { port: 0, addr: String::new() } } else { self.meeting() };
+        let mut commands = Vec::new();
+        for &role in self.step.roles.roles() {
+            commands.push((role, self.command(role, &dev, &at)?));
+        }
+        let deadline = Instant::now() + self.timeout;
+        let watch = Watch::default();
+        let mut procs: Vec<Proc> = Vec::new();
+        for (role, command) in commands {
+            if role == Some(Role::Client) {
+                // The server first: the C client does not retry a refused connect, and a CM
+                // client is rejected while nobody listens.
+                while !self.ready(&at)
+                    && Instant::now() < deadline
+                    && procs[0].child.try_wait().ok().flatten().is_none()
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            let child = spawn_as(Command::new(&command[0]), &command[0], &command[1..]);
+            procs.push(watch.start(role, self.player(role).clone(), command, child, deadline));
+        }
+        watch.finish(&mut procs, &self.step, self.after_failure);
+        Ok(procs.into_iter().map(Proc::into_ran).collect())
+    }
+
+    /// The server is ready for its client: one arm per kind of roles.
+    fn ready(&self, at: &Meeting) -> bool {
+        match self.step.roles {
+            Roles::Alone => true,
+            Roles::Pair => listening(at.port),
+            Roles::Cm => cm_listening(&at.addr, at.port),
+        }
+    }
+}
+
+/// True when some socket listens on TCP `port` (state 0A in /proc/net/tcp{,6}); checking
+/// this way does not consume the server's one accept (and the C client does not retry a
+/// refused connect).
+pub fn listening(port: u16) -> bool {
+    let needle = format!(":{port:04X} ");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|file| {
+        std::fs::read_to_string(file).is_ok_and(|text| {
+            text.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&needle) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;
