@@ -47,6 +47,9 @@ fn a_roster_becomes_user_data_a_plan_and_example_commands() {
     }
     let ada = std::fs::read_to_string(out.join("user-data/ada.yaml")).unwrap();
     assert!(ada.contains(&format!("      - {KEY_A}\n")), "{ada}");
+    // Each student's own key, not the last row's (cy's is ada's: bob's tells them apart).
+    let bob = std::fs::read_to_string(out.join("user-data/bob.yaml")).unwrap();
+    assert!(bob.contains(&format!("      - {KEY_B}\n")) && !bob.contains(KEY_A), "{bob}");
     assert!(ada.contains("addr show to 192.0.2.11/32"), "{ada}");
     // Three students: one trio, addresses in roster order from .11.
     let plan = std::fs::read_to_string(out.join("pairs.txt")).unwrap();
