@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034,SC2154 # sourced: $job comes from the script, DEV and GID go back to it
-# Sourced (after lab/common.sh) by lab/image-test and lab/pair-test: boots disk images under
-# qemu and drives their serial consoles the way a person at the terminal would — waits for
-# a prompt, types a line, reads what came back. One VM may have several consoles (ttyS0,
+# Sourced (after lab/common.sh) by lab/image-test, lab/pair-test and lab/cloud-test: boots
+# disk images under qemu and drives their serial consoles the way a person at the terminal
+# would — waits for a prompt, types a line, reads what came back; or reaches them over SSH. One VM may have several consoles (ttyS0,
 # ttyS1, ...), and several VMs may run at once; each console has a name, and expect, run
 # and login act on the one console_use chose.
 #
@@ -160,4 +160,41 @@ device_of_this_boot() {
     run 'lab/rxe status' 120
     [ "$RC" = 0 ] || fail "lab/rxe status exited $RC"
     read -r DEV GID < <(echo "$OUT" | sed -n 's/^this boot: \([^ ]*\) on .* RoCE v2 GID index \([0-9]*\) .*/\1 \2/p' | head -n 1) || true
+}
+
+# SSH into a VM, as a cloud's VM is reached: from this host through qemu's user-mode NIC
+# (hostfwd=tcp:127.0.0.1:${SSH_PORT[VM]}-:22), with the key the VM's user-data seeded, the
+# caller's $job/key. The VMs' host keys are new at each boot: nothing is remembered.
+declare -A SSH_PORT=()
+SSH_OPTS=(-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=20)
+# ssh_free_port: a free TCP port on 127.0.0.1, for a VM's SSH.
+ssh_free_port() {
+    local p
+    for _ in $(seq 50); do
+        p=$((20000 + RANDOM % 20000))
+        ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return 0; }
+    done
+    echo "$LAB_CONSOLE_ME: no free port on 127.0.0.1" >&2
+    return 1
+}
+# ssh_run VM USER CMD: CMD over SSH as USER, in a login shell (as the student's own login:
+# /etc/profile.d gives the steps RDMA_DEVICE and RDMA_GID_INDEX); sets OUT (stdout and
+# stderr) and RC.
+ssh_run() {
+    local vm=$1 user=$2
+    shift 2
+    RC=0
+    OUT=$(ssh "${SSH_OPTS[@]}" -o BatchMode=yes -i "$job/key" -p "${SSH_PORT[$vm]}" "$user@127.0.0.1" "bash -lc $(printf %q "$*")" 2>&1 </dev/null) || RC=$?
+    printf '%s\n' "$OUT" | sed "s/^/    $vm $user| /" >&2
+    echo "$LAB_CONSOLE_ME:   $vm $user '$*': exit $RC" >&2
+}
+# wait_ssh VM USER TIMEOUT: until the key logs in as USER (sshd is up and cloud-init has put
+# the key there), or fails after TIMEOUT seconds or when the VM stops.
+wait_ssh() {
+    local deadline=$(( $(now) + $3 * 1000 ))
+    until ssh "${SSH_OPTS[@]}" -o BatchMode=yes -i "$job/key" -p "${SSH_PORT[$1]}" "$2@127.0.0.1" true </dev/null >/dev/null 2>&1; do
+        kill -0 "${VM_PID[$1]}" 2>/dev/null || { console_use "$1"; fail "the VM $1 stopped before SSH answered"; }
+        [ "$(now)" -lt "$deadline" ] || { console_use "$1"; fail "no SSH login as $2 on $1 within $3 s"; }
+        sleep 3
+    done
 }

@@ -5,6 +5,8 @@
 //! `lab/test` runs them on the host, before the device's tests in the lab VM.
 
 mod book;
+mod class_roster;
+mod class_vm_book;
 mod cm_layout;
 mod consistency;
 mod env_defaults;
