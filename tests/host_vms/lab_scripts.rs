@@ -88,7 +88,7 @@ fn an_unexpected_failure_names_file_line_and_command() {
 
 /// A classroom VM: its kernel has rdma_rxe but no RDMA link. The walkthrough must make the
 /// Soft-RoCE device itself (as root), say how to undo it, find the GID index and run the
-/// ten stages there — no nested VM. Not as root, lab/rxe prints the commands instead.
+/// steps there — no nested VM. Not as root, lab/rxe prints the commands instead.
 /// The lab VM is such a machine once its rxe0 is deleted.
 #[test]
 fn walkthrough_makes_its_own_soft_roce_on_a_kernel_with_rdma_rxe() {
@@ -126,9 +126,9 @@ lab/rxe status";
     // Root: made here, on the only interface with an address, and said how to undo it.
     assert!(stderr.contains("created the Soft-RoCE device rxe0 on eth0 (192.0.2.1)"), "{all}");
     assert!(stderr.contains("rdma link delete rxe0"), "{all}");
-    assert!(stderr.contains("the ten stages on this machine: rxe0, GID index 1"), "{all}");
+    assert!(stderr.contains("the steps on this machine: rxe0, GID index 1"), "{all}");
     assert!(!stderr.contains("in the lab VM"), "booted a nested VM:\n{all}");
-    assert!(stdout.contains("All ten stages ran on the device"), "{all}");
+    assert!(stdout.contains("All 12 steps ran on the device"), "{all}");
     assert!(stdout.contains("=== 09_rdma_write"), "{all}");
     assert!(stdout.contains("=== 10_rdma_cm"), "{all}");
     assert!(stdout.contains("rxe0: port 1 4: ACTIVE"), "{all}");
