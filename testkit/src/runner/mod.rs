@@ -59,7 +59,7 @@ impl Player {
     }
 
     /// The program it runs for `step`, or why it cannot play it.
-    fn program(&self, step: &Step) -> Result<String, String> {
+    pub fn program(&self, step: &Step) -> Result<String, String> {
         match (self, step.roles) {
             (Player::Ours(program), _) => Ok(program.clone()),
             (Player::C, Roles::Pair) if step.bin == "09_rdma_write" => Ok("ib_write_bw".into()),

@@ -56,6 +56,8 @@ pub(super) fn run_once(step: &Step, program: &str, reference: &str, extra: &[&st
     let flags = if extra.is_empty() { String::new() } else { format!(", {}", extra.join(" ")) };
     let ours_name = format!("your {}", step.bin);
     let listed = common::step(&step.bin).expect("a listed step");
+    // The C tool the runner picks for this step (ibv_ud_pingpong for 11, …), by name.
+    let c_tool = runner::Player::C.program(&listed).unwrap_or_else(|why| why);
     let mut run = runner::Run::new(listed).ours(program).flags(extra);
     run.timeout = DEADLINE;
     let Some(partner) = step.partner else {
@@ -63,7 +65,7 @@ pub(super) fn run_once(step: &Step, program: &str, reference: &str, extra: &[&st
         return RunResult { ours: Ran::of(&ran[0], &ours_name), peer: None, side, label: format!("alone{flags}") };
     };
     let (peer, peer_name) = match partner {
-        Partner::C => (runner::Player::C, "ibv_rc_pingpong".to_string()),
+        Partner::C => (runner::Player::C, c_tool),
         Partner::Rping => (runner::Player::Rping, "rping".to_string()),
         Partner::Reference => (runner::Player::Ours(reference.to_string()), format!("the reference {}", step.bin)),
     };
