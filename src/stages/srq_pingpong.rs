@@ -218,7 +218,7 @@ fn srq_exchange(
 /// before the completion of the receive that crossed the limit, so by now it is there or
 /// never came (a run too short to use `rx_depth - num_qp` receives); we do not wait.
 fn srq_limit_event(q: &SrqQueues, dev: &Device) -> Result<()> {
-    // ANCHOR: hole_async_event HOLE(Option<AsyncEvent>): the device's next asynchronous event, if one is already there (ibv_get_async_event on dev.ctx, waiting 0 s)
+    // ANCHOR: hole_async_event HOLE(Option<verbs::AsyncEvent>): the device's next asynchronous event, if one is already there (ibv_get_async_event on dev.ctx, waiting 0 s)
     let event = dev.ctx.get_async_event(Duration::ZERO)?;
     // ANCHOR_END: hole_async_event
     let Some(event) = event else {
