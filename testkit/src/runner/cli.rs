@@ -5,7 +5,8 @@
 //! cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] [--client WHO]
 //!                    [--wrap CMD] [--server-wrap CMD] [--client-wrap CMD]
 //!                    [--server-flags FLAGS] [--client-flags FLAGS] [--ours-flags FLAGS]
-//!                    [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [-- FLAGS…]
+//!                    [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [--live]
+//!                    [-- FLAGS…]
 //! ```
 //!
 //! `--peer WHO` plays the role opposite ours (`--as`, default the client); `--server` and
@@ -19,7 +20,9 @@
 //! process. Each role's output is printed labelled (`[server] …`; an `alone` step's as it
 //! is), or with `--out DIR` written to `DIR/ROLE` (stdout, then stderr) and `DIR/ROLE.status`
 //! (the exit code; `stopped` for a C tool stopped once it had done its part, `killed` for
-//! what ran out of time). The exit status is 1 when a process failed.
+//! what ran out of time). `--live` prints the one process's output as it comes instead
+//! (stdout to stdout, stderr to stderr; an `alone` step, or one role with `--host`). The
+//! exit status is 1 when a process failed.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,9 +33,9 @@ use rdma_dissect::role::Role;
 
 const USAGE: &str = "usage: cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] \
 [--client WHO] [--wrap CMD] [--server-wrap CMD] [--client-wrap CMD] [--server-flags FLAGS] [--client-flags FLAGS] \
-[--ours-flags FLAGS] [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [-- FLAGS...]";
+[--ours-flags FLAGS] [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [--live] [-- FLAGS...]";
 
-/// The options, each with one value.
+/// The options, each with one value (`--live` takes none).
 const OPTIONS: [&str; 15] = [
     "--peer",
     "--as",
@@ -86,9 +89,13 @@ fn parse(args: &[String]) -> Result<Asked, String> {
     };
     let (which, opts) = opts.split_first().ok_or("which step? (a number of steps/list.txt)")?;
     let step = crate::step(which)?;
-    let mut pairs = Vec::new();
+    let (mut pairs, mut live) = (Vec::new(), false);
     let mut it = opts.iter();
     while let Some(opt) = it.next() {
+        if opt == "--live" {
+            live = true;
+            continue;
+        }
         let value = it.next().ok_or_else(|| format!("{opt} wants a value"))?;
         pairs.push((opt.as_str(), value.as_str()));
     }
@@ -118,6 +125,7 @@ fn parse(args: &[String]) -> Result<Asked, String> {
     (run.server_flags, run.client_flags, run.ours_flags) =
         (list("--server-flags")?, list("--client-flags")?, list("--ours-flags")?);
     (run.wrap, run.server_wrap, run.client_wrap) = (list("--wrap")?, list("--server-wrap")?, list("--client-wrap")?);
+    run.live = live;
     if let Some(port) = value("--port") {
         run.port = Some(port.parse().map_err(|_| format!("--port {port}: a TCP port"))?);
     }
@@ -165,6 +173,7 @@ pub fn main(args: &[String]) -> ExitCode {
         for r in &ran {
             match &asked.out {
                 Some(dir) => write_out(dir, r)?,
+                None if asked.run.live => {} // printed as it came
                 None => print!("{}", labelled(r, ran.len() == 1)),
             }
         }
@@ -246,6 +255,14 @@ mod tests {
         assert_eq!(run.server_wrap, ["lab/impair", "--netem", "delay 2ms reorder 30% 50%", "--"]);
         assert_eq!(w("-C 1 '' a'b c'd"), ["-C", "1", "", "ab cd"]);
         assert!(words("--netem 'loss 5%").unwrap_err().contains("not closed"));
+    }
+
+    #[test]
+    fn live_takes_no_value() {
+        let run = asked("08 --live --host 192.0.2.1 --port 18515 --as server -- -n 1").unwrap().run;
+        assert!(run.live && run.across.is_some());
+        assert_eq!(run.flags, w("-n 1"));
+        assert!(!asked("08").unwrap().run.live);
     }
 
     #[test]
