@@ -64,13 +64,9 @@ impl Run {
     }
 }
 
-/// The device each host's lab VM made, as its job's environment names it (`lab/run` sets
-/// RDMA_DEVICE, RDMA_IB_PORT and RDMA_GID_INDEX in each VM); expanded by the VM's shell.
-const DEVICE_ARGS: &str = r#"-d "$RDMA_DEVICE" -i "$RDMA_IB_PORT" -g "$RDMA_GID_INDEX""#;
-
 /// The runner (`xtask run`, testkit's runner) for step `step` on `port` across the two hosts: the
 /// server's command on h1 (192.0.2.1) and the client's on h2, each host's runner running its
-/// role with `opts` (`-- FLAGS` for both processes) on the device its lab VM made (lab/run
+/// role with `opts` (its options, then `-- FLAGS` for both processes) on the device its lab VM made (lab/run
 /// sets RDMA_DEVICE, RDMA_IB_PORT and RDMA_GID_INDEX in each VM). The two runners start the
 /// client once the server is ready.
 fn runner_roles(step: &str, port: u16, opts: &str) -> (String, String) {
@@ -381,14 +377,8 @@ fn kernel_of(run: &Run, host: &str) -> (u32, u32) {
 fn a_path_mtu_above_the_link_mtu_puts_nothing_on_the_wire() {
     // -m 4096 on both sides, over Ethernet with MTU 1500 (rxe's active_mtu: 1024), and a
     // message bigger than the link carries (-s 4096, 07's default): one 4096-byte packet.
-    let exe = env!("CARGO_BIN_EXE_07_post_send");
-    let args = &format!("{DEVICE_ARGS} -p {} -m 4096 -s 4096 --timeout 5", common::tcp_port());
-    let run = across_two_hosts_as(
-        "07-mtu-4096",
-        &format!("{exe} {args}; {COUNTERS}"),
-        &format!("{exe} {args} 192.0.2.1; {COUNTERS}"),
-        1,
-    );
+    let (h1, h2) = runner_roles("07", common::tcp_port(), "-- -m 4096 -s 4096 --timeout 5");
+    let run = across_two_hosts_as("07-mtu-4096", &format!("{h1}; {COUNTERS}"), &format!("{h2}; {COUNTERS}"), 1);
     assert_eq!(run.status, Some(1), "{}", run.output);
     for host in ["h1", "h2"] {
         // The TCP exchange crossed the wire and RTR accepted path MTU 4096 above the port's
@@ -444,12 +434,12 @@ fn a_path_mtu_above_the_link_mtu_puts_nothing_on_the_wire() {
 
 #[test]
 fn a_host_that_dies_mid_run_leaves_the_survivor_to_its_watchdog() {
-    let exe = env!("CARGO_BIN_EXE_08_poll_cq");
     // One-packet messages, so a retransmission is one packet with one PSN.
-    let args = &format!("{DEVICE_ARGS} -p {} -n 1000000 -s 1024 --timeout 5", common::tcp_port());
+    let (h1, h2) = runner_roles("08", common::tcp_port(), "--live -- -n 1000000 -s 1024 --timeout 5");
     // h1, the server, dies one second into the ping-pong: sysrq 'b' resets its VM at once,
     // the nearest thing to pulling the plug. (Its trace is watched for the exchange's last
-    // line so that the ping-pong is surely running.)
+    // line so that the ping-pong is surely running: its runner passes it on as it comes,
+    // --live, which also puts h1's output in lab/run's before the reset.)
     //
     // A second before that, h1 goes deaf: a tc filter drops everything arriving at its
     // eth0. That makes the survivor's side of the story the same every time. Whatever
@@ -463,13 +453,13 @@ fn a_host_that_dies_mid_run_leaves_the_survivor_to_its_watchdog() {
     // 1, before the reset). Adding the filter later changes nothing on the way out.
     let h1 = format!(
         "tc qdisc add dev eth0 ingress || exit 2; \
-         {exe} {args} 2>&1 | tee /tmp/h1.out & \
+         {h1} 2>&1 | tee /tmp/h1.out & \
          until grep -q 'remote address' /tmp/h1.out 2>/dev/null; do sleep 0.1; done; sleep 1; \
          tc filter add dev eth0 ingress matchall action drop || exit 2; \
          sleep 1; echo b > /proc/sysrq-trigger"
     );
     // The capture is taken at h2's NIC, the survivor's: h1's ends when its VM does.
-    let run = across_two_hosts_as("08-host-dies", &h1, &format!("{exe} {args} 192.0.2.1; {COUNTERS}"), 2);
+    let run = across_two_hosts_as("08-host-dies", &h1, &format!("{h2}; {COUNTERS}"), 2);
     // h1 failed first, and without an exit status of its own: lab/run says so and exits
     // 125. The survivor, h2, exits 1 after its watchdog's explained error.
     assert_eq!(run.status, Some(125), "{}", run.output);
@@ -767,28 +757,32 @@ fn go_back_n(run: &Run, (server_qp, client_qp): (u32, u32)) -> Option<String> {
 /// of the wire ends as rxe ends it, explained by what the program can read.
 #[test]
 fn rc_on_a_bad_wire() {
-    let exe = env!("CARGO_BIN_EXE_08_poll_cq");
-    let first = common::tcp_ports(BAD_WIRE.len() as u16);
+    // Each run's port, and the one after it for its runners' link.
+    let first = common::tcp_ports(2 * BAD_WIRE.len() as u16);
     let start = format!("echo \"kernel: $(uname -r)\"; echo '=== start'; {WIRE_COUNTERS}");
     let (mut h1, mut h2) = (start.clone(), start);
     for (i, r) in BAD_WIRE.iter().enumerate() {
-        let args =
-            format!("{DEVICE_ARGS} -p {} -c -s {} -n {} --timeout {}", first + i as u16, r.size, r.iters, r.timeout);
-        let cmd = |impair: &str, peer: &str| {
-            let impair = if impair.is_empty() { String::new() } else { format!("lab/impair {impair} -- ") };
-            // stderr into stdout, so that each run's error stays in its segment.
-            format!(
-                "; echo '=== {}'; {impair}{exe} {args}{peer} 2>&1; echo \"exit status: $?\"; {WIRE_COUNTERS}",
-                r.tag
-            )
+        // lab/impair wraps the role of the host it impairs. Each host's runner starts its
+        // role in turn, the client's once the server's says the server listens: after an
+        // outage, the server of the run before can still be waiting for its --timeout.
+        let wrap = |role: &str, impair: &str| match impair {
+            "" => String::new(),
+            _ => format!(" --{role}-wrap \"lab/impair {impair} --\""),
         };
-        // The client waits for the server of the next run to be listening: after an outage
-        // the server gives up only at --timeout, and the client's connect retries for as long.
-        if r.tag == "down-6s" {
-            h2.push_str("; sleep 3");
-        }
-        h1.push_str(&cmd(r.h1, ""));
-        h2.push_str(&cmd(r.h2, " 192.0.2.1"));
+        let opts = format!(
+            "{}{} -- -c -s {} -n {} --timeout {}",
+            wrap("server", r.h1),
+            wrap("client", r.h2),
+            r.size,
+            r.iters,
+            r.timeout
+        );
+        let (server, client) = runner_roles("08", first + 2 * i as u16, &opts);
+        // stderr into stdout, so that each run's error stays in its segment.
+        let cmd =
+            |role: &str| format!("; echo '=== {}'; {role} 2>&1; echo \"exit status: $?\"; {WIRE_COUNTERS}", r.tag);
+        h1.push_str(&cmd(&server));
+        h2.push_str(&cmd(&client));
     }
     let run = across_two_hosts_as("bad-wire", &h1, &h2, 1);
     // Kept next to the capture, for reading the runs in full.

@@ -5,12 +5,14 @@
 //! cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] [--client WHO]
 //!                    [--wrap CMD] [--server-wrap CMD] [--client-wrap CMD]
 //!                    [--server-flags FLAGS] [--client-flags FLAGS] [--ours-flags FLAGS]
-//!                    [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [-- FLAGS…]
+//!                    [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [--live]
+//!                    [-- FLAGS…]
 //! ```
 //!
 //! `--peer WHO` plays the role opposite ours (`--as`, default the client); `--server` and
 //! `--client` name each role's player outright (`c` and `c`: the C tool against itself).
-//! CMD and FLAGS are one argument each, split at spaces; `{role}` in a wrapper's word is
+//! CMD and FLAGS are one argument each, split at spaces except inside single quotes
+//! (`--client-wrap "lab/impair --netem 'loss 5%' --"`); `{role}` in a wrapper's word is
 //! the role's label (`valgrind --log-file=/tmp/{role}.log`). `--host ADDR` runs the step
 //! across two hosts: only the `--as` role runs here, ADDR is the server's host address, and
 //! the other host runs the same command with the other `--as` and the same `--port`; the
@@ -18,7 +20,9 @@
 //! process. Each role's output is printed labelled (`[server] …`; an `alone` step's as it
 //! is), or with `--out DIR` written to `DIR/ROLE` (stdout, then stderr) and `DIR/ROLE.status`
 //! (the exit code; `stopped` for a C tool stopped once it had done its part, `killed` for
-//! what ran out of time). The exit status is 1 when a process failed.
+//! what ran out of time). `--live` prints the one process's output as it comes instead
+//! (stdout to stdout, stderr to stderr; an `alone` step, or one role with `--host`). The
+//! exit status is 1 when a process failed.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,9 +33,9 @@ use rdma_dissect::role::Role;
 
 const USAGE: &str = "usage: cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] \
 [--client WHO] [--wrap CMD] [--server-wrap CMD] [--client-wrap CMD] [--server-flags FLAGS] [--client-flags FLAGS] \
-[--ours-flags FLAGS] [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [-- FLAGS...]";
+[--ours-flags FLAGS] [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [--live] [-- FLAGS...]";
 
-/// The options, each with one value.
+/// The options, each with one value (`--live` takes none).
 const OPTIONS: [&str; 15] = [
     "--peer",
     "--as",
@@ -56,8 +60,25 @@ struct Asked {
     out: Option<PathBuf>,
 }
 
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace().map(str::to_string).collect()
+/// CMD or FLAGS as words: split at spaces, except inside single quotes, which a word keeps
+/// together and loses, as in a shell (a wrapper's own argument can hold a space).
+fn words(s: &str) -> Result<Vec<String>, String> {
+    let (mut words, mut word, mut quoted) = (Vec::new(), None::<String>, false);
+    for c in s.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                word.get_or_insert_with(String::new);
+            }
+            c if c.is_whitespace() && !quoted => words.extend(word.take()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    if quoted {
+        return Err(format!("`{s}`: a single quote is not closed"));
+    }
+    words.extend(word);
+    Ok(words)
 }
 
 /// Reads the command line (after `run`) into a [`Run`].
@@ -68,9 +89,13 @@ fn parse(args: &[String]) -> Result<Asked, String> {
     };
     let (which, opts) = opts.split_first().ok_or("which step? (a number of steps/list.txt)")?;
     let step = crate::step(which)?;
-    let mut pairs = Vec::new();
+    let (mut pairs, mut live) = (Vec::new(), false);
     let mut it = opts.iter();
     while let Some(opt) = it.next() {
+        if opt == "--live" {
+            live = true;
+            continue;
+        }
         let value = it.next().ok_or_else(|| format!("{opt} wants a value"))?;
         pairs.push((opt.as_str(), value.as_str()));
     }
@@ -96,10 +121,11 @@ fn parse(args: &[String]) -> Result<Asked, String> {
     }
     let mut run = Run::new(step).server(server).client(client);
     run.flags = flags.to_vec();
-    let list = |name| value(name).map(words).unwrap_or_default();
+    let list = |name| value(name).map_or(Ok(Vec::new()), words);
     (run.server_flags, run.client_flags, run.ours_flags) =
-        (list("--server-flags"), list("--client-flags"), list("--ours-flags"));
-    (run.wrap, run.server_wrap, run.client_wrap) = (list("--wrap"), list("--server-wrap"), list("--client-wrap"));
+        (list("--server-flags")?, list("--client-flags")?, list("--ours-flags")?);
+    (run.wrap, run.server_wrap, run.client_wrap) = (list("--wrap")?, list("--server-wrap")?, list("--client-wrap")?);
+    run.live = live;
     if let Some(port) = value("--port") {
         run.port = Some(port.parse().map_err(|_| format!("--port {port}: a TCP port"))?);
     }
@@ -147,6 +173,7 @@ pub fn main(args: &[String]) -> ExitCode {
         for r in &ran {
             match &asked.out {
                 Some(dir) => write_out(dir, r)?,
+                None if asked.run.live => {} // printed as it came
                 None => print!("{}", labelled(r, ran.len() == 1)),
             }
         }
@@ -170,8 +197,12 @@ pub fn main(args: &[String]) -> ExitCode {
 mod tests {
     use super::*;
 
+    fn w(line: &str) -> Vec<String> {
+        words(line).unwrap()
+    }
+
     fn asked(line: &str) -> Result<Asked, String> {
-        parse(&words(line))
+        parse(&w(line))
     }
 
     #[test]
@@ -206,14 +237,32 @@ mod tests {
         let a = asked("08 --wrap valgrind --client-flags 127.0.0.2 --timeout 900 --out /t -- -n 5").unwrap();
         assert_eq!(a.out, Some(PathBuf::from("/t")));
         let run = a.run;
-        assert_eq!((run.flags, run.client_flags), (words("-n 5"), words("127.0.0.2")));
-        assert_eq!(run.wrap, words("valgrind"));
+        assert_eq!((run.flags, run.client_flags), (w("-n 5"), w("127.0.0.2")));
+        assert_eq!(run.wrap, w("valgrind"));
         assert_eq!(run.timeout, Duration::from_secs(900));
         let run = asked("10").unwrap();
         assert!(run.run.wrap.is_empty() && run.out.is_none());
-        let mut args = words("08 --wrap");
+        let mut args = w("08 --wrap");
         args.push("valgrind --tool=memcheck --log-file=/t/{role}.log".into());
         assert_eq!(parse(&args).unwrap().run.wrap.len(), 3);
+    }
+
+    #[test]
+    fn single_quotes_keep_a_wrapper_s_argument_whole() {
+        let mut args = w("08 --server-wrap");
+        args.push("lab/impair --netem 'delay 2ms reorder 30% 50%' --".into());
+        let run = parse(&args).unwrap().run;
+        assert_eq!(run.server_wrap, ["lab/impair", "--netem", "delay 2ms reorder 30% 50%", "--"]);
+        assert_eq!(w("-C 1 '' a'b c'd"), ["-C", "1", "", "ab cd"]);
+        assert!(words("--netem 'loss 5%").unwrap_err().contains("not closed"));
+    }
+
+    #[test]
+    fn live_takes_no_value() {
+        let run = asked("08 --live --host 192.0.2.1 --port 18515 --as server -- -n 1").unwrap().run;
+        assert!(run.live && run.across.is_some());
+        assert_eq!(run.flags, w("-n 1"));
+        assert!(!asked("08").unwrap().run.live);
     }
 
     #[test]

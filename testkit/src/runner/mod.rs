@@ -149,6 +149,9 @@ pub struct Run {
     /// (the grader's program under test: its peer would wait for ever for a partner that
     /// is gone). None: they run on.
     pub after_failure: Option<(Option<Role>, Duration)>,
+    /// Pass what the one process here prints on to our stdout and stderr as it comes, as
+    /// well as keep it: a script can watch it, and it is out even if the host dies.
+    pub live: bool,
 }
 
 /// What one process of a run did.
@@ -232,6 +235,7 @@ impl Run {
             across: None,
             timeout: TIMEOUT,
             after_failure: None,
+            live: false,
         }
     }
 
@@ -397,6 +401,9 @@ impl Run {
             }
         }
         let roles = self.roles_here();
+        if self.live && roles.len() > 1 {
+            return Err(format!("live output is for one process: {} runs two here", self.step.bin));
+        }
         for &role in &roles {
             self.player(role).program(&self.step)?;
         }
@@ -416,7 +423,7 @@ impl Run {
             commands.push((role, self.command(role, &dev, &at)?));
         }
         let deadline = Instant::now() + self.timeout;
-        let watch = Watch::default();
+        let watch = Watch::new(self.live);
         let mut procs: Vec<Proc> = Vec::new();
         let mut link = None;
         for (role, command) in commands {

@@ -172,3 +172,23 @@ fn across_hosts_each_runner_runs_its_role_in_the_run_s_order() {
     no_port.port = None;
     assert!(no_port.try_run().unwrap_err().contains("same port"));
 }
+
+#[test]
+fn live_output_is_kept_too_and_only_for_one_process_here() {
+    let mut both = fake("08_poll_cq");
+    both.live = true;
+    assert!(both.try_run().unwrap_err().contains("live output is for one process"));
+    // Across hosts, one process here: what it printed went out as it came (to this test's
+    // stdout) and is in its Ran all the same.
+    let port = crate::tcp_ports(2);
+    let side = move |role| {
+        let mut run = fake("08_poll_cq").across(role, "127.0.0.1");
+        (run.port, run.live) = (Some(port), true);
+        run
+    };
+    let client = std::thread::spawn(move || side(Role::Client).run());
+    let server = side(Role::Server).run();
+    let client = client.join().unwrap();
+    assert!(server[0].ok() && client[0].ok(), "{}\n{}", server[0].report(), client[0].report());
+    assert_eq!(String::from_utf8_lossy(&server[0].stdout), "server got ping\n");
+}

@@ -1,7 +1,7 @@
 //! Watching the processes of a run: their output, their end, and the deadlines that end
 //! them.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::process::{Child, ExitStatus};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -17,7 +17,12 @@ use crate::Step;
 /// processes run, so a run timed on the lab's instruction clock (lab/bench) pays nothing
 /// for being watched.
 #[derive(Default, Clone)]
-pub(super) struct Watch(Arc<(Mutex<Vec<Captured>>, Condvar)>);
+pub(super) struct Watch {
+    shared: Arc<(Mutex<Vec<Captured>>, Condvar)>,
+    /// Also pass what each process prints on to the runner's own stdout and stderr as it
+    /// comes ([`super::Run::live`]).
+    live: bool,
+}
 
 #[derive(Default)]
 struct Captured {
@@ -44,6 +49,11 @@ pub(super) struct Proc {
 }
 
 impl Watch {
+    /// A watch for one run; `live`: see [`super::Run::live`].
+    pub(super) fn new(live: bool) -> Watch {
+        Watch { live, ..Watch::default() }
+    }
+
     pub(super) fn start(
         &self,
         role: Option<Role>,
@@ -53,14 +63,15 @@ impl Watch {
         deadline: Instant,
     ) -> Proc {
         let index = {
-            let mut all = self.0 .0.lock().unwrap();
+            let mut all = self.shared.0.lock().unwrap();
             all.push(Captured { open: 2, ..Default::default() });
             all.len() - 1
         };
         let out = child.stdout.take().expect("stdout piped");
         let err = child.stderr.take().expect("stderr piped");
-        self.read(index, out, |c| &mut c.stdout);
-        self.read(index, err, |c| &mut c.stderr);
+        let echo = |to: Box<dyn Write + Send>| self.live.then_some(to);
+        self.read(index, out, |c| &mut c.stdout, echo(Box::new(std::io::stdout())));
+        self.read(index, err, |c| &mut c.stderr, echo(Box::new(std::io::stderr())));
         Proc {
             role,
             player,
@@ -79,16 +90,23 @@ impl Watch {
     /// falls to 0 when that runner closes the link (its process has ended).
     pub(super) fn peer(&self, link: std::net::TcpStream) -> usize {
         let index = {
-            let mut all = self.0 .0.lock().unwrap();
+            let mut all = self.shared.0.lock().unwrap();
             all.push(Captured { open: 1, ..Default::default() });
             all.len() - 1
         };
-        self.read(index, link, |c| &mut c.stdout);
+        self.read(index, link, |c| &mut c.stdout, None);
         index
     }
 
-    /// Drains `pipe` into one of `index`'s buffers on a thread, waking the runner each time.
-    fn read(&self, index: usize, mut pipe: impl Read + Send + 'static, buf: fn(&mut Captured) -> &mut Vec<u8>) {
+    /// Drains `pipe` into one of `index`'s buffers on a thread, waking the runner each time,
+    /// and passes it on to `echo` as it comes.
+    fn read(
+        &self,
+        index: usize,
+        mut pipe: impl Read + Send + 'static,
+        buf: fn(&mut Captured) -> &mut Vec<u8>,
+        mut echo: Option<Box<dyn Write + Send>>,
+    ) {
         let watch = self.clone();
         std::thread::spawn(move || {
             let mut chunk = [0u8; 4096];
@@ -98,7 +116,11 @@ impl Watch {
                     Ok(n) => n,
                     Err(_) => 0,
                 };
-                let (lock, wake) = &*watch.0;
+                if let Some(to) = echo.as_mut().filter(|_| n > 0) {
+                    // Best effort: a reader gone from the other end must not stop the run.
+                    let _ = to.write_all(&chunk[..n]).and_then(|()| to.flush());
+                }
+                let (lock, wake) = &*watch.shared;
                 let mut all = lock.lock().unwrap();
                 if n == 0 {
                     all[index].open -= 1;
@@ -121,7 +143,7 @@ impl Watch {
         after_failure: Option<(Option<Role>, Duration)>,
         mut peer: Option<usize>,
     ) {
-        let (lock, wake) = &*self.0;
+        let (lock, wake) = &*self.shared;
         let mut all = lock.lock().unwrap();
         loop {
             let now = Instant::now();
@@ -190,7 +212,7 @@ pub(super) fn printed_the_peer(stdout: &[u8]) -> bool {
 
 impl Proc {
     pub(super) fn into_ran(self) -> Ran {
-        let mut all = self.watch.0 .0.lock().unwrap();
+        let mut all = self.watch.shared.0.lock().unwrap();
         let captured = std::mem::take(&mut all[self.index]);
         Ran {
             role: self.role,
