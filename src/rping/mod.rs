@@ -33,7 +33,7 @@ use crate::verbs::{
     self, ibv_access_flags, ibv_wc, CmEvent, Mr, Pd, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ,
     IBV_ACCESS_REMOTE_WRITE, IBV_QPT_RC, IBV_SEND_SIGNALED,
 };
-use ibverbs_sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
+use ibverbs_sys::ibv_wc_status::{IBV_WC_SUCCESS, IBV_WC_WR_FLUSH_ERR};
 
 pub mod info;
 
@@ -268,8 +268,9 @@ fn await_info(
         if ep.channel.ready(Duration::ZERO)? {
             let event = ep.channel.get_event(&ep.ids())?;
             if event.kind == RDMA_CM_EVENT_DISCONNECTED && received.is_none() {
+                let flushed = flushed_before(cb, go_ahead, &mut sent)?;
                 sent.iter().for_each(trace_wc);
-                return Ok(Err(Disconnected { event, flushed: None }));
+                return Ok(Err(Disconnected { event, flushed }));
             }
             trace_event(ep, &event);
             return Err(unexpected(&event, "the client's next message, or DISCONNECTED"));
@@ -316,6 +317,24 @@ fn flushed_by_disconnect(ep: &Endpoint, timeout: Duration) -> Result<Option<CmEv
         return Ok(None);
     }
     Ok(Some(event))
+}
+
+/// After a DISCONNECTED met before any flush: the completions that reached the CQ between
+/// our last empty poll and the event. On iWARP the flush of our receive is among them (siw
+/// flushes when the stream closes, before the CM hears of it), so the end reads the same
+/// whichever of the two the loop looked at first. On RoCE nothing is flushed yet: our
+/// receive stays posted until `rdma_disconnect` moves the QP to the error state.
+fn flushed_before(cb: &RpingCb, go_ahead: bool, sent: &mut Option<ibv_wc>) -> Result<Option<u64>> {
+    let mut wc = [verbs::WC_ZERO; 1];
+    while cb.q.cq.poll(&mut wc)? == 1 {
+        let status = verbs::wc_status(&wc[0]);
+        match wc[0].wr_id() {
+            PINGPONG_RECV_WRID if status == IBV_WC_WR_FLUSH_ERR => return Ok(Some(PINGPONG_RECV_WRID)),
+            PINGPONG_SEND_WRID if go_ahead && sent.is_none() && status == IBV_WC_SUCCESS => *sent = Some(wc[0]),
+            _ => {}
+        }
+    }
+    Ok(None)
 }
 
 /// Checks a received message the way rping's `server_recv` does, reads it, and posts the
