@@ -42,6 +42,12 @@ RDMA_PACKAGES=(rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmac
 BUILD_PACKAGES=(gcc make pkg-config libclang-dev python3)
 VM_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils zstd)
 TEST_PACKAGES=(tshark perftest valgrind chromium shellcheck)
+# Services and cloud-init's runcmd start with no HOME (lab/class's user-data runs lab/rxe
+# there): take the account's own from the password database.
+if [ -z "${HOME:-}" ]; then
+    HOME=$(getent passwd "$(id -u)" | cut -d: -f6)
+    export HOME
+fi
 LAB_CACHE=${LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rdma-dissect/lab}
 
 # -nodefaults: no device but those lab/run adds (its NIC never has a path off the VM).

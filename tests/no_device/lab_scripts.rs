@@ -194,3 +194,24 @@ fn sudo_finds_the_invoking_users_cargo() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// cloud-init's runcmd (where lab/class's user-data runs `lab/rxe install`) and systemd's
+/// services start with no HOME: the lab scripts take the account's own instead of stopping
+/// on `set -u`.
+#[test]
+fn lab_scripts_run_without_a_home() {
+    let out = Command::new("/bin/bash")
+        .args(["-c", ". lab/common.sh && echo \"$HOME\" && lab/rxe --help >/dev/null && echo ok"])
+        .current_dir(project())
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The account's home, as the password database has it (the sixth field).
+    let passwd = Command::new("sh").args(["-c", "getent passwd \"$(id -u)\""]).output().unwrap();
+    let passwd = String::from_utf8_lossy(&passwd.stdout);
+    let home = passwd.split(':').nth(5).expect("a passwd entry for this account");
+    assert_eq!(stdout, format!("{home}\nok\n"), "{}", text(&out));
+}
