@@ -68,11 +68,12 @@ lab_log() { [ "${verbose:-0}" = 1 ] && echo "lab: $*" >&2; return 0; }
 # The steps, in order, from steps/list.txt (the project's one list of them: its header says
 # what the columns mean). Fills LAB_STEPS with every step's bin name, LAB_STEPS_ALONE with
 # those that run as one process (01–04), LAB_STEPS_PAIR with those that run as a server
-# and a client with rc_pingpong's flags (05–09), and LAB_STEPS_CM with those that connect
-# with rdma_cm and take rping's (10). Arrays rather than lines to read back: set -e does not see a failure
-# inside `for step in $(…)` or `< <(…)`, and a list that could not be read must not pass for
-# an empty one. The third column, the step a step is built on, is for the book's diffs
-# (`cargo xtask book`, through testkit); here it only has to name a step listed before.
+# and a client with rc_pingpong's flags (05–09, 11, 12), and LAB_STEPS_CM with those that
+# connect with rdma_cm and take rping's (10). Arrays rather than lines to read back: set -e
+# does not see a failure inside `for step in $(…)` or `< <(…)`, and a list that could not be
+# read must not pass for an empty one. The third column, the step a step is built on, is
+# for the book's diffs (`cargo xtask book`, through testkit); here it only has to name a
+# step listed before.
 lab_steps() {
     local list bin roles base rest
     list=$(dirname "${BASH_SOURCE[0]}")/../steps/list.txt

@@ -153,7 +153,7 @@ pub fn connect_srq_with(
 }
 
 /// The timed loop (`main`'s `while (rcnt < iters || scnt < iters)`) around
-/// [`srq_exchange`], then the SRQ limit's event, read and acknowledged.
+/// `srq_exchange`, then the SRQ limit's event, read and acknowledged.
 pub fn srq_pingpong(role: Role, q: &SrqQueues, dev: &Device, mr: &mut Mr, opts: PingpongOptions) -> Result<Stats> {
     let client = role == Role::Client;
     // The client starts one SEND on every QP.

@@ -124,7 +124,7 @@ impl Device {
         Device::parse(&text)
     }
 
-    /// Reads back what [`Device::probe`] wrote (also the book's `output/device.txt`).
+    /// Reads back the description `Device::probe` writes (also the book's `output/device.txt`).
     pub fn parse(text: &str) -> Device {
         let var = |key: &str| {
             text.lines()

@@ -316,7 +316,8 @@ fn picked(trace: &str) -> Values {
 
 /// `text`, printed by `side` of `run` on `dev`, as its snapshot shows it: every value the
 /// device reports or the run picks behind a named placeholder (see [`DEVICE_VALUES`],
-/// [`RUN_VALUES`], then [`RULES`] of [`Pass::Device`]). Panics if a granted size is below the one asked.
+/// `RUN_VALUES`, then [`RULES`] of [`Pass::Device`]). Panics if a granted size is below the
+/// one asked.
 pub fn redact(text: &str, side: Option<Role>, run: &Picks, dev: &Device) -> String {
     check_granted(text);
     let mut text = text.to_string();

@@ -23,85 +23,16 @@ use std::time::{Duration, Instant};
 use rdma_dissect::role::Role;
 
 pub mod cli;
+mod command;
 mod link;
 mod watch;
 
 use crate::cm::{cm_addr, cm_listening};
 use crate::{device, root, spawn_as, tcp_port, Roles, Step, TIMEOUT};
+pub use command::{DeviceFlags, Meeting, Player};
 pub use link::peer_link_port;
 use link::{accept_link, link_listener, link_to};
 use watch::{Proc, Watch};
-
-/// Who plays a role of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Player {
-    /// Our program: the step's binary, or another build of it (a student's, the grader's
-    /// reference), at this path.
-    Ours(String),
-    /// The C tool the step dissects (`pair` steps): rdma-core's `ibv_rc_pingpong`
-    /// (`ibv_ud_pingpong` for 11, `ibv_srq_pingpong` for 12), or perftest's `ib_write_bw`
-    /// for 09 (its address message is ours, so this is only ever
-    /// its own peer, as in lab/bench).
-    C,
-    /// Debian's rping (`cm` steps), rdma-core's `librdmacm/examples/rping.c`.
-    Rping,
-}
-
-impl Player {
-    /// `ours`, `c` or `rping` (`cargo xtask run --peer`); `ours` is the step's binary in `bins`.
-    pub fn parse(word: &str, step: &Step, bins: &std::path::Path) -> Result<Player, String> {
-        match word {
-            "ours" => Ok(Player::Ours(bins.join(&step.bin).display().to_string())),
-            "c" => Ok(Player::C),
-            "rping" => Ok(Player::Rping),
-            _ => Err(format!("`{word}`: a role is played by ours, c or rping")),
-        }
-    }
-
-    /// The program it runs for `step`, or why it cannot play it.
-    pub fn program(&self, step: &Step) -> Result<String, String> {
-        match (self, step.roles) {
-            (Player::Ours(program), _) => Ok(program.clone()),
-            (Player::C, Roles::Pair) if step.bin == "09_rdma_write" => Ok("ib_write_bw".into()),
-            (Player::C, Roles::Pair) if step.bin == "11_ud_pingpong" => Ok("ibv_ud_pingpong".into()),
-            (Player::C, Roles::Pair) if step.bin == "12_srq_pingpong" => Ok("ibv_srq_pingpong".into()),
-            (Player::C, Roles::Pair) => Ok("ibv_rc_pingpong".into()),
-            (Player::Rping, Roles::Cm) => Ok(crate::cm::RPING.into()),
-            (Player::C, _) => Err(format!("{} has no C peer (rping's steps take --peer rping)", step.bin)),
-            (Player::Rping, _) => Err(format!("{} does not connect with rdma_cm: rping cannot play it", step.bin)),
-        }
-    }
-
-    /// A C tool that waits for a ping-pong the step never does: rc_pingpong opposite
-    /// 05–07, which stop before their stage's ping-pong. It has done its part once the
-    /// other side has exited and it has printed the peer's address; the runner then stops
-    /// it, and runs it line-buffered (`stdbuf -oL`) so that what it printed is not lost in
-    /// its stdio buffer.
-    fn outlasts(&self, step: &Step) -> bool {
-        *self == Player::C && step.roles == Roles::Pair && step.bin.as_str() < "08"
-    }
-}
-
-/// The device's flags as a run passes them (`-d`, `-i`, `-g`): testkit's [`device`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeviceFlags {
-    /// `-d`.
-    pub name: String,
-    /// `-i`.
-    pub port: u8,
-    /// `-g` (perftest's `-x`).
-    pub gid_index: u32,
-}
-
-/// Where the server waits for its client: the TCP port (`-p`, both kinds) and, for `cm`,
-/// the device's IPv4 address (`-a`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Meeting {
-    /// `-p`.
-    pub port: u16,
-    /// The pair's client's host argument; the `cm` server's and client's `-a`.
-    pub addr: String,
-}
 
 /// One role of a run across two hosts: the other host's runner runs the other role.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,66 +215,6 @@ impl Run {
         } else {
             &self.server
         }
-    }
-
-    /// The command line of `role`'s process: wrapper, program, the device's flags as the
-    /// program spells them, the meeting point as the kind of roles gives it, then the
-    /// flags. Pure: the unit tests check it without a device.
-    pub fn command(&self, role: Option<Role>, dev: &DeviceFlags, at: &Meeting) -> Result<Vec<String>, String> {
-        let player = self.player(role);
-        let program = player.program(&self.step)?;
-        let label = role.map_or("alone", Role::label);
-        let mut cmd: Vec<String> = self.wrap.iter().map(|w| w.replace("{role}", label)).collect();
-        let (role_wrap, role_flags): (&[String], &[String]) = match role {
-            Some(Role::Server) => (&self.server_wrap, &self.server_flags),
-            Some(Role::Client) => (&self.client_wrap, &self.client_flags),
-            None => (&[], &[]),
-        };
-        cmd.extend(role_wrap.iter().map(|w| w.replace("{role}", label)));
-        // A C tool the run may stop (see `outlasts`, `after_failure`) runs line-buffered:
-        // its stdout is a pipe, so stdio would keep what it printed until it exits.
-        if player.outlasts(&self.step) || (*player == Player::C && self.after_failure.is_some()) {
-            cmd.extend(["stdbuf".to_string(), "-oL".into()]);
-        }
-        cmd.push(program.clone());
-        let gid_flag = if program == "ib_write_bw" { "-x" } else { "-g" };
-        let device = [
-            "-d".to_string(),
-            dev.name.clone(),
-            "-i".into(),
-            dev.port.to_string(),
-            gid_flag.into(),
-            dev.gid_index.to_string(),
-        ];
-        let port = ["-p".to_string(), at.port.to_string()];
-        // One arm per kind of roles: what the kind's processes are told about each other.
-        let mut host = None;
-        match self.step.roles {
-            Roles::Alone => cmd.extend(device.iter().filter(|_| self.device).cloned()),
-            Roles::Pair => {
-                cmd.extend(device.iter().filter(|_| self.device).cloned());
-                cmd.extend(port);
-                // ibv_ud_pingpong's default size, 2048, is above rxe's active MTU over a
-                // 1500-byte Ethernet, where it refuses to start: it gets step 11's default,
-                // which a later -s overrides (getopt keeps the last).
-                if program == "ibv_ud_pingpong" {
-                    cmd.extend(["-s".to_string(), "1024".into()]);
-                }
-                host = (role == Some(Role::Client)).then(|| at.addr.clone());
-            }
-            Roles::Cm => {
-                cmd.push(if role == Some(Role::Client) { "-c" } else { "-s" }.into());
-                cmd.extend(["-a".to_string(), at.addr.clone()]);
-                cmd.extend(port);
-            }
-        }
-        cmd.extend(self.flags.iter().cloned());
-        if matches!(player, Player::Ours(_)) {
-            cmd.extend(self.ours_flags.iter().cloned());
-        }
-        cmd.extend(role_flags.iter().cloned());
-        cmd.extend(host);
-        Ok(cmd)
     }
 
     /// Runs only `role` here, the other role on the host at `server_addr`'s side (see

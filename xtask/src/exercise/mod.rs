@@ -15,6 +15,11 @@
 //!                                    run BIN (step NN built from SOURCE) on the device in its
 //!                                    real roles, next to the reference, and compare; with
 //!                                    --results, append each verdict to FILE
+//! exercise verdict --results FILE --start
+//!                                    make FILE an empty results file
+//! exercise verdict --results FILE NN MESSAGE
+//!                                    append to FILE the failed verdict NN MESSAGE, one reached
+//!                                    before grading (MESSAGE `-`: read it from stdin)
 //! exercise junit OUT RESULTS         write the verdicts in RESULTS as JUnit XML to OUT
 //! ```
 //!
@@ -58,8 +63,8 @@ use compare::grade_cmd;
 pub(crate) use compare::{grade, ReferenceRuns};
 pub(crate) use holes::exercise_text;
 use holes::{generate_cmd, holes_cmd};
-use report::junit_cmd;
 pub(crate) use report::{append_result, junit_xml, parse_results, Verdict};
+use report::{junit_cmd, verdict_cmd};
 pub(crate) use run::DEADLINE;
 pub(crate) use student_crate::{class_crate, class_workspace};
 use student_crate::{exercise_bin, exercise_crate};
@@ -161,9 +166,11 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("grade") if args.len() >= 4 && (args.len() - 1) % 3 == 0 => {
             return grade_cmd(&args[1..], None);
         }
+        Some("verdict") if args.len() >= 4 && args[1] == "--results" => verdict_cmd(Path::new(&args[2]), &args[3..]),
         Some("junit") if args.len() == 3 => junit_cmd(Path::new(&args[1]), Path::new(&args[2])),
         _ => Err("usage: exercise generate NN OUT | exercise holes NN | exercise path NN | \
-                  exercise crate BIN STAGE_FILE STUDENT | exercise grade [--results FILE] NN BIN SOURCE [NN BIN SOURCE ...] | exercise junit OUT RESULTS"
+                  exercise crate BIN STAGE_FILE STUDENT | exercise grade [--results FILE] NN BIN SOURCE [NN BIN SOURCE ...] | \
+                  exercise verdict --results FILE (--start | NN MESSAGE) | exercise junit OUT RESULTS"
             .into()),
     };
     match result {

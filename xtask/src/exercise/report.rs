@@ -6,8 +6,9 @@ use std::path::Path;
 use super::step;
 
 /// Appends one verdict to `file` as a line `NN<TAB>pass|fail<TAB>seconds<TAB>message`, the
-/// message with `\` and newlines escaped. `lab/check` writes the verdicts it reaches before
-/// grading (no exercise file, a file that does not compile) in the same format.
+/// message with `\` and newlines escaped. The one writer of a results file: `lab/check` has
+/// the verdicts it reaches before grading (no exercise file, a file that does not compile)
+/// written through it too, with `exercise verdict`.
 pub(crate) fn append_result(
     file: &Path,
     nn: &str,
@@ -22,6 +23,39 @@ pub(crate) fn append_result(
     let message = message.replace('\\', "\\\\").replace('\n', "\\n");
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(file)?;
     writeln!(f, "{nn}\t{kind}\t{seconds:.3}\t{message}")
+}
+
+/// Makes `file` an empty results file, and its directory if need be: `lab/check` starts
+/// each check with it, so the file holds that check's verdicts only.
+fn start_results(file: &Path) -> std::io::Result<()> {
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(file, "")
+}
+
+/// `exercise verdict --results FILE --start` empties FILE; `exercise verdict --results FILE
+/// NN MESSAGE` appends a failed verdict reached before grading, in 0 seconds. MESSAGE `-`
+/// reads it from stdin (a compiler's messages can outgrow one argument), its trailing
+/// newlines dropped.
+pub(super) fn verdict_cmd(file: &Path, what: &[String]) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("{}: {e}", file.display());
+    match what {
+        [start] if start == "--start" => start_results(file).map_err(io),
+        [nn, message] => {
+            let nn = step(nn)?.nn;
+            let message = if message == "-" {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                    .map_err(|e| format!("the message on stdin: {e}"))?;
+                text.trim_end_matches('\n').to_string()
+            } else {
+                message.clone()
+            };
+            append_result(file, &nn, &Err(message), 0.0).map_err(io)
+        }
+        _ => Err("usage: exercise verdict --results FILE (--start | NN MESSAGE)".into()),
+    }
 }
 
 /// One verdict read back from a results file.
@@ -116,4 +150,33 @@ pub(super) fn junit_cmd(out: &Path, results: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(results).map_err(|e| format!("{}: {e}", results.display()))?;
     let verdicts = parse_results(&text)?;
     std::fs::write(out, junit_xml("lab/check", &verdicts, &[])).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_before_grading_are_written_in_the_graders_format() {
+        let dir = std::env::temp_dir().join(format!("xtask-verdict-{}", std::process::id()));
+        let file = dir.join("exercise/results.tsv");
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        verdict_cmd(&file, &args(&["--start"])).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
+        verdict_cmd(&file, &args(&["1", "there is no exercises/01_open_device.rs yet"])).unwrap();
+        let log = "error[E0425]: cannot find value `x`\n  --> src\\stages\\modify_qp_rtr.rs:3:5";
+        verdict_cmd(&file, &args(&["05", &format!("exercises/05_modify_qp_rtr.rs does not compile: {log}")])).unwrap();
+        append_result(&file, "06", &Ok("2 runs".into()), 1.5).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text.lines().next(), Some("01\tfail\t0.000\tthere is no exercises/01_open_device.rs yet"));
+        let verdicts = parse_results(&text).unwrap();
+        assert_eq!(verdicts.len(), 3);
+        assert!(!verdicts[1].passed && verdicts[1].message.ends_with(log), "{:?}", verdicts[1].message);
+        assert!(verdicts[2].passed && verdicts[2].seconds == 1.5);
+        assert!(verdict_cmd(&file, &args(&["13", "x"])).unwrap_err().contains("no step `13`"));
+        assert!(verdict_cmd(&file, &args(&["05"])).unwrap_err().starts_with("usage:"));
+        verdict_cmd(&file, &args(&["--start"])).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
