@@ -168,8 +168,14 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut table = format!("username,{},total,feedback\n", bins.iter().map(|b| csv(b)).collect::<Vec<_>>().join(","));
+    let names = students(class)?;
+    // Who handed in which file (step and SHA-256): a file several students handed in was
+    // built and run once (see `vm_cmd`), and the instructor may want to know who shares it.
+    let handins: Vec<Vec<(String, String)>> =
+        names.iter().map(|n| key_values(&class.join("students").join(n).join("handin.tsv"))).collect();
     let mut graded = 0;
-    for name in students(class)? {
+    for (name, handin) in names.iter().zip(&handins) {
+        let name = name.clone();
         let path = class.join("results").join(format!("{name}.tsv"));
         let Ok(text) = std::fs::read_to_string(&path) else { continue };
         let verdicts = parse_results(&text).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -179,7 +185,6 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(now, |d| d.as_secs());
-        let handin = key_values(&class.join("students").join(&name).join("handin.tsv"));
         let value = |key: &str| handin.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
         let mut props = vec![
             ("student".to_string(), name.clone()),
@@ -188,10 +193,19 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
             ("timestamp".to_string(), utc(graded_at)),
             ("grader_version".to_string(), version.to_string()),
         ];
-        for (k, v) in &handin {
+        for (k, v) in handin {
             if k == "file" {
                 if let Some((bin, sha)) = v.split_once('\t') {
                     props.push((format!("sha256:exercises/{bin}.rs"), sha.to_string()));
+                    let others: Vec<&str> = names
+                        .iter()
+                        .zip(&handins)
+                        .filter(|(other, theirs)| **other != name && theirs.iter().any(|(k, w)| k == "file" && w == v))
+                        .map(|(other, _)| other.as_str())
+                        .collect();
+                    if !others.is_empty() {
+                        props.push((format!("same_file_as:exercises/{bin}.rs"), others.join(" ")));
+                    }
                 }
             } else if k.starts_with("claimed_") || k.ends_with("_error") {
                 props.push((k.clone(), v.clone()));
