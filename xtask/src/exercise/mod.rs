@@ -59,7 +59,7 @@ pub(crate) use compare::{grade, ReferenceRuns};
 pub(crate) use holes::exercise_text;
 use holes::{generate_cmd, holes_cmd};
 use report::junit_cmd;
-pub(crate) use report::{append_result, junit_xml, parse_results, Verdict};
+pub(crate) use report::{append_result, junit_errors_xml, junit_xml, parse_results, Verdict};
 pub(crate) use run::DEADLINE;
 pub(crate) use student_crate::{class_crate, class_workspace};
 use student_crate::{exercise_bin, exercise_crate};
