@@ -20,9 +20,10 @@
 //!
 //! CLASS is a directory: `incoming/NAME/` the hand-ins as handed in (lab/grade unpacks
 //! them; `origin/NAME` says from where), `students/NAME/handin.tsv` what the grader took
-//! (files and their SHA-256), `build/` and `target/` the students' crates and their
-//! builds, `results/NAME.tsv` the verdicts (a student is graded once: what is there is
-//! kept, so an interrupted grading resumes), `reports/`.
+//! (files and their SHA-256), `build/` and `target/` the students' crates (one per
+//! different file, named by its SHA-256) and their builds, `results/NAME.tsv` the
+//! verdicts (a student is graded once: what is there is kept, so an interrupted grading
+//! resumes), `reports/`.
 //!
 //! A student's verdicts come only from what the grader ran here; nothing a student hands
 //! in besides the exercise files is read (their own `lab/check --junit` is a self-check).
