@@ -87,6 +87,9 @@ fn a_class_of_every_kind_grades_as_intended() {
     }
     let forged = read(&class.join("reports/junit/s11-forged.xml"));
     assert!(forged.contains("failures=\"1\""), "the forged self-check counted:\n{forged}");
+    // Its file is the `holes` one, built and run once for both; the report says so.
+    let same = "<property name=\"same_file_as:exercises/05_modify_qp_rtr.rs\" value=\"s02-holes\"/>";
+    assert!(forged.contains(same), "{forged}");
     let junit = read(&class.join(format!("reports/junit/{account}.xml")));
     assert!(junit.contains(&format!("<property name=\"commit\" value=\"{}\"/>", pushed.trim())), "{junit}");
     let csv = read(&class.join("reports/moodle.csv"));

@@ -63,7 +63,7 @@ use compare::grade_cmd;
 pub(crate) use compare::{grade, ReferenceRuns};
 pub(crate) use holes::exercise_text;
 use holes::{generate_cmd, holes_cmd};
-pub(crate) use report::{append_result, junit_xml, parse_results, Verdict};
+pub(crate) use report::{append_result, junit_errors_xml, junit_xml, parse_results, Verdict};
 use report::{junit_cmd, verdict_cmd};
 pub(crate) use run::DEADLINE;
 pub(crate) use student_crate::{class_crate, class_workspace};

@@ -106,18 +106,8 @@ fn xml_escape(s: &str) -> String {
 pub(crate) fn junit_xml(suite: &str, verdicts: &[Verdict], properties: &[(String, String)]) -> String {
     let failures = verdicts.iter().filter(|v| !v.passed).count();
     let total: f64 = verdicts.iter().map(|v| v.seconds).sum();
-    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let counts = format!("tests=\"{}\" failures=\"{failures}\" errors=\"0\" time=\"{total:.3}\"", verdicts.len());
-    let suite = xml_escape(suite);
-    let _ = writeln!(xml, "<testsuites name=\"{suite}\" {counts}>");
-    let _ = writeln!(xml, "  <testsuite name=\"{suite}\" {counts}>");
-    if !properties.is_empty() {
-        let _ = writeln!(xml, "    <properties>");
-        for (name, value) in properties {
-            let _ = writeln!(xml, "      <property name=\"{}\" value=\"{}\"/>", xml_escape(name), xml_escape(value));
-        }
-        let _ = writeln!(xml, "    </properties>");
-    }
+    let mut xml = junit_head(suite, &counts, properties);
     for v in verdicts {
         let name = step(&v.nn).map_or(v.nn.clone(), |s| s.bin);
         let _ = write!(
@@ -141,6 +131,38 @@ pub(crate) fn junit_xml(suite: &str, verdicts: &[Verdict], properties: &[(String
             );
             let _ = writeln!(xml, "    </testcase>");
         }
+    }
+    xml.push_str("  </testsuite>\n</testsuites>\n");
+    xml
+}
+
+/// The XML declaration, `<testsuites>` and `<testsuite>` opened with `counts`, and the
+/// properties.
+fn junit_head(suite: &str, counts: &str, properties: &[(String, String)]) -> String {
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let suite = xml_escape(suite);
+    let _ = writeln!(xml, "<testsuites name=\"{suite}\" {counts}>");
+    let _ = writeln!(xml, "  <testsuite name=\"{suite}\" {counts}>");
+    if !properties.is_empty() {
+        let _ = writeln!(xml, "    <properties>");
+        for (name, value) in properties {
+            let _ = writeln!(xml, "      <property name=\"{}\" value=\"{}\"/>", xml_escape(name), xml_escape(value));
+        }
+        let _ = writeln!(xml, "    </properties>");
+    }
+    xml
+}
+
+/// JUnit XML for steps that were not graded: an `<error>` each, `message` its text. JUnit
+/// readers count and show an error apart from a failure: the test could not be run, which
+/// says nothing of the code under test.
+pub(crate) fn junit_errors_xml(suite: &str, bins: &[String], message: &str, properties: &[(String, String)]) -> String {
+    let counts = format!("tests=\"{n}\" failures=\"0\" errors=\"{n}\" time=\"0.000\"", n = bins.len());
+    let mut xml = junit_head(suite, &counts, properties);
+    for bin in bins {
+        let _ = writeln!(xml, "    <testcase classname=\"lab.check\" name=\"{}\" time=\"0.000\">", xml_escape(bin));
+        let _ = writeln!(xml, "      <error message=\"{0}\" type=\"lab.grade\">{0}</error>", xml_escape(message));
+        let _ = writeln!(xml, "    </testcase>");
     }
     xml.push_str("  </testsuite>\n</testsuites>\n");
     xml

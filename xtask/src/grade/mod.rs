@@ -20,9 +20,10 @@
 //!
 //! CLASS is a directory: `incoming/NAME/` the hand-ins as handed in (lab/grade unpacks
 //! them; `origin/NAME` says from where), `students/NAME/handin.tsv` what the grader took
-//! (files and their SHA-256), `build/` and `target/` the students' crates and their
-//! builds, `results/NAME.tsv` the verdicts (a student is graded once: what is there is
-//! kept, so an interrupted grading resumes), `reports/`.
+//! (files and their SHA-256), `build/` and `target/` the students' crates (one per
+//! different file, named by its SHA-256) and their builds, `results/NAME.tsv` the
+//! verdicts (a student is graded once: what is there is kept, so an interrupted grading
+//! resumes), `reports/`.
 //!
 //! A student's verdicts come only from what the grader ran here; nothing a student hands
 //! in besides the exercise files is read (their own `lab/check --junit` is a self-check).
@@ -32,6 +33,7 @@ mod reports;
 mod sandbox;
 mod synth;
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -78,6 +80,18 @@ fn graded_steps(class: &Path) -> Result<Vec<testkit::Step>, String> {
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;
     let wanted: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
     Ok(testkit::load_steps()?.into_iter().filter(|s| wanted.contains(&s.bin.as_str())).collect())
+}
+
+/// The crate a hand-in's file is built in, named after the file's SHA-256: hand-ins of the
+/// same file share one crate and one build (a class's untouched templates, a copied
+/// answer), and no student's name is in another's compiler messages.
+fn crate_dir(sha256: &str) -> String {
+    format!("sha256-{}", &sha256[..16.min(sha256.len())])
+}
+
+/// The workspace member (`DIR/BIN`) that builds the file of SHA-256 `sha256` as step `bin`.
+fn member(sha256: &str, bin: &str) -> String {
+    format!("{}/{bin}", crate_dir(sha256))
 }
 
 fn done(class: &Path, name: &str) -> bool {
@@ -143,12 +157,15 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
                 for f in files.iter() {
                     let _ = writeln!(record, "file\t{}\t{}", f.bin, f.sha256);
                     let Some(step) = chosen.iter().find(|s| s.bin == f.bin) else { continue };
-                    let member = format!("{name}/{}", f.bin);
+                    let member = member(&f.sha256, &f.bin);
+                    if members.contains(&member) {
+                        continue;
+                    }
                     let stage_file = format!("src/stages/{}.rs", step.stage());
                     class_crate(
                         &project,
                         &class.join("build").join(&member),
-                        &format!("{name}-"),
+                        &format!("{}-", crate_dir(&f.sha256)),
                         &f.bin,
                         &stage_file,
                         &f.path,
@@ -321,6 +338,10 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
     let results = class.join("results");
     std::fs::create_dir_all(&results).map_err(io(&results))?;
     let mut references: Vec<ReferenceRuns> = Vec::new();
+    // The verdict of each crate run, by member, and whose it was: a file handed in by
+    // several students is one program (one crate, built once), run once. Runs dominate
+    // a class whose files repeat (see the instructor's guide, "What a class costs").
+    let mut graded: HashMap<String, (Result<String, String>, String)> = HashMap::new();
     for (i, name) in pending.iter().enumerate() {
         let uid = sandbox::FIRST_RUN_UID + i as u32;
         let handin = key_values(&class.join("students").join(name).join("handin.tsv"));
@@ -329,12 +350,15 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
         let _ = std::fs::remove_file(&partial);
         for step in &steps {
             let t = Instant::now();
-            let handed = handin.iter().any(|(k, v)| k == "file" && v.starts_with(&format!("{}\t", step.bin)));
-            let member = format!("{name}/{}", step.bin);
-            let exe = class.join("target/debug").join(format!("{name}-{}", step.bin));
+            let sha = handin
+                .iter()
+                .find_map(|(k, v)| (k == "file").then(|| v.strip_prefix(&format!("{}\t", step.bin))).flatten());
+            let member = member(sha.unwrap_or_default(), &step.bin);
+            let exe = class.join("target/debug").join(format!("{}-{}", crate_dir(sha.unwrap_or_default()), step.bin));
+            let mut same_as = None;
             let verdict = if let Some(e) = &handin_error {
                 Err(format!("the hand-in could not be taken: {e}"))
-            } else if !handed {
+            } else if sha.is_none() {
                 Err(format!("not handed in: there is no exercises/{}.rs", step.bin))
             } else if !exe.is_file() {
                 let stage_file = format!("src/stages/{}.rs", step.stage());
@@ -343,6 +367,9 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
                     step.bin,
                     build_errors(&log, &member, &stage_file, &step.bin)
                 ))
+            } else if let Some((verdict, first)) = graded.get(&member) {
+                same_as = Some(first.clone());
+                verdict.clone()
             } else {
                 let at = match references.iter().position(|r| r.nn() == step.nn()) {
                     Some(at) => at,
@@ -366,11 +393,13 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
                         return Ok(ExitCode::from(INFRASTRUCTURE));
                     }
                 }
+                graded.insert(member.clone(), (verdict.clone(), name.clone()));
                 verdict
             };
             let seconds = t.elapsed().as_secs_f64();
             let word = if verdict.is_ok() { "pass" } else { "FAIL" };
-            eprintln!("grade: [{}/{}] {name} {} {word} ({seconds:.1} s)", i + 1, pending.len(), step.nn());
+            let same = same_as.map_or(String::new(), |first| format!(", the same file as {first}'s: not run again"));
+            eprintln!("grade: [{}/{}] {name} {} {word} ({seconds:.1} s{same})", i + 1, pending.len(), step.nn());
             append_result(&partial, step.nn(), &verdict, seconds).map_err(io(&partial))?;
         }
         let final_path = results.join(format!("{name}.tsv"));

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{graded_steps, io, key_values, students};
-use crate::exercise::{junit_xml, parse_results, Verdict};
+use crate::exercise::{junit_errors_xml, junit_xml, parse_results, Verdict};
 
 /// A report keeps this much of one failure's text: a flood of output is the student's
 /// failure, not the gradebook's.
@@ -158,7 +158,16 @@ pub(crate) fn check_gradescope(text: &str) -> Result<(), String> {
     }
 }
 
-/// `grade report CLASS`: the reports of every student graded so far, in CLASS/reports/.
+/// What a student whose hand-in was taken but who was not graded gets in the reports: the
+/// grading stopped before them (interrupted, or lab/grade gave up on a VM or a reference
+/// that kept failing), which says nothing of their work.
+const NOT_GRADED: &str = "not graded: the grading stopped before this student (it was interrupted, or the lab VM \
+                          or the reference failed): the lab's failure, not the student's; run lab/grade again \
+                          to grade them";
+
+/// `grade report CLASS`: the reports of every student graded so far, in CLASS/reports/;
+/// one whose hand-in was taken but not graded is reported as [`NOT_GRADED`]: an error in
+/// JUnit, empty grades and that feedback in the CSV, no results.json.
 pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
     let steps = graded_steps(class)?;
     let bins: Vec<String> = steps.iter().map(|s| s.bin.clone()).collect();
@@ -168,18 +177,21 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut table = format!("username,{},total,feedback\n", bins.iter().map(|b| csv(b)).collect::<Vec<_>>().join(","));
-    let mut graded = 0;
-    for name in students(class)? {
+    let names = students(class)?;
+    // Who handed in which file (step and SHA-256): a file several students handed in was
+    // built and run once (see `vm_cmd`), and the instructor may want to know who shares it.
+    let handins: Vec<Vec<(String, String)>> =
+        names.iter().map(|n| key_values(&class.join("students").join(n).join("handin.tsv"))).collect();
+    let (mut graded, mut not_graded) = (0, 0);
+    for (name, handin) in names.iter().zip(&handins) {
+        let name = name.clone();
         let path = class.join("results").join(format!("{name}.tsv"));
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        let verdicts = parse_results(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        graded += 1;
+        let text = std::fs::read_to_string(&path).ok();
         let graded_at = std::fs::metadata(&path)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(now, |d| d.as_secs());
-        let handin = key_values(&class.join("students").join(&name).join("handin.tsv"));
         let value = |key: &str| handin.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
         let mut props = vec![
             ("student".to_string(), name.clone()),
@@ -188,22 +200,40 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
             ("timestamp".to_string(), utc(graded_at)),
             ("grader_version".to_string(), version.to_string()),
         ];
-        for (k, v) in &handin {
+        for (k, v) in handin {
             if k == "file" {
                 if let Some((bin, sha)) = v.split_once('\t') {
                     props.push((format!("sha256:exercises/{bin}.rs"), sha.to_string()));
+                    let others: Vec<&str> = names
+                        .iter()
+                        .zip(&handins)
+                        .filter(|(other, theirs)| **other != name && theirs.iter().any(|(k, w)| k == "file" && w == v))
+                        .map(|(other, _)| other.as_str())
+                        .collect();
+                    if !others.is_empty() {
+                        props.push((format!("same_file_as:exercises/{bin}.rs"), others.join(" ")));
+                    }
                 }
             } else if k.starts_with("claimed_") || k.ends_with("_error") {
                 props.push((k.clone(), v.clone()));
             }
         }
+        let junit = reports.join("junit").join(format!("{name}.xml"));
+        let suite = format!("rdma-dissect grade: {name}");
+        let Some(text) = text else {
+            not_graded += 1;
+            std::fs::write(&junit, junit_errors_xml(&suite, &bins, NOT_GRADED, &props)).map_err(io(&junit))?;
+            let empty = vec![""; bins.len()].join(",");
+            let _ = writeln!(table, "{},{empty},,{}", csv(&name), csv(NOT_GRADED));
+            continue;
+        };
+        let verdicts = parse_results(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        graded += 1;
         let capped_verdicts: Vec<Verdict> = verdicts
             .iter()
             .map(|v| Verdict { nn: v.nn.clone(), passed: v.passed, seconds: v.seconds, message: capped(&v.message) })
             .collect();
-        let junit = reports.join("junit").join(format!("{name}.xml"));
-        std::fs::write(&junit, junit_xml(&format!("rdma-dissect grade: {name}"), &capped_verdicts, &props))
-            .map_err(io(&junit))?;
+        std::fs::write(&junit, junit_xml(&suite, &capped_verdicts, &props)).map_err(io(&junit))?;
         let gs = reports.join("gradescope").join(&name);
         std::fs::create_dir_all(&gs).map_err(io(&gs))?;
         let json = gradescope_json(&verdicts, &bins);
@@ -229,6 +259,9 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
     let moodle = reports.join("moodle.csv");
     std::fs::write(&moodle, table).map_err(io(&moodle))?;
     eprintln!("grade: reports for {graded} students in {}", reports.display());
+    if not_graded > 0 {
+        eprintln!("grade: {not_graded} students not graded (the lab's failure, not theirs): reported as such; run lab/grade again to grade them");
+    }
     Ok(())
 }
 
@@ -272,6 +305,34 @@ mod tests {
             let err = check_gradescope(bad).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
         }
+    }
+
+    /// A grading that stopped before a student (interrupted, or the VM failed three times):
+    /// their reports say so, as the lab's failure, never as a failed or passed step.
+    #[test]
+    fn a_student_not_graded_is_reported_as_the_labs_failure_not_theirs() {
+        let class = std::env::temp_dir().join(format!("xtask-grade-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&class);
+        for dir in ["incoming/alice", "incoming/bob", "results", "students/bob"] {
+            std::fs::create_dir_all(class.join(dir)).unwrap();
+        }
+        std::fs::write(class.join("steps.txt"), "05_modify_qp_rtr\n").unwrap();
+        std::fs::write(class.join("results/alice.tsv"), "05\tfail\t2.000\ta hole is still empty\n").unwrap();
+        std::fs::write(class.join("students/bob/handin.tsv"), "file\t05_modify_qp_rtr\tabc\n").unwrap();
+        report_cmd(&class, "xtask test").unwrap();
+        let read = |path: &str| std::fs::read_to_string(class.join("reports").join(path)).unwrap();
+        let bob = read("junit/bob.xml");
+        assert!(bob.contains("failures=\"0\" errors=\"1\""), "{bob}");
+        assert!(bob.contains("<error message=\"not graded: ") && !bob.contains("<failure"), "{bob}");
+        assert!(bob.contains("the lab's failure, not the student's"), "{bob}");
+        assert!(bob.contains("name=\"sha256:exercises/05_modify_qp_rtr.rs\" value=\"abc\""), "{bob}");
+        assert!(read("junit/alice.xml").contains("<failure message=\"a hole is still empty\""));
+        let moodle = read("moodle.csv");
+        assert!(moodle.contains("\n\"alice\",0,0,\"05: a hole is still empty\"\n"), "{moodle}");
+        assert!(moodle.contains(&format!("\n\"bob\",,,\"{NOT_GRADED}\"\n")), "{moodle}");
+        assert!(class.join("reports/gradescope/alice/results.json").is_file());
+        assert!(!class.join("reports/gradescope/bob").exists(), "no score for who was not graded");
+        std::fs::remove_dir_all(&class).unwrap();
     }
 
     #[test]
