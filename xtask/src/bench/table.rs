@@ -124,8 +124,11 @@ pub fn render(raw: &Raw) -> Result<String, String> {
         )
         .unwrap();
     }
-    if has("ud") || has("srq") {
-        out.push_str("ud: `ibv_ud_pingpong` against `11_ud_pingpong`, srq: `ibv_srq_pingpong` against `12_srq_pingpong` (-q 16 -r 500, both tools' defaults); the same -g, -s and -n on both sides.\n");
+    if has("ud") {
+        out.push_str("ud: `ibv_ud_pingpong` against `11_ud_pingpong`, the same -g, -s and -n on both sides.\n");
+    }
+    if has("srq") {
+        out.push_str("srq: `ibv_srq_pingpong` against `12_srq_pingpong`, the same -g, -s and -n on both sides and both tools' defaults -q 16 -r 500.\n");
     }
     if !rping_only {
         writeln!(
