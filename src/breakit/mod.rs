@@ -188,7 +188,12 @@ pub struct Stack {
 impl Stack {
     /// Runs stages 01–04.
     pub fn new(device: &DeviceArgs, size: u32, access: ibv_access_flags, opts: QpOptions) -> Result<Stack> {
-        let dev = open_device(&device.choice())?;
+        Stack::on(open_device(&device.choice())?, size, access, opts)
+    }
+
+    /// Runs stages 02–04 on a device stage 01 has opened: for a case that sizes its buffer
+    /// from what the device says (step 11's, from the port's active MTU).
+    pub fn on(dev: Device, size: u32, access: ibv_access_flags, opts: QpOptions) -> Result<Stack> {
         let pd = alloc_pd(&dev.ctx)?;
         let mr = reg_mr(&pd, size as usize, access)?;
         let q = create_qp(&dev, &pd, opts)?;

@@ -3,18 +3,20 @@
 //! them are *silent*: nothing fails, the datagram is simply gone, and both sides end on
 //! their watchdog (`--timeout`), whose message says why no completion came.
 
-use super::Case;
+use std::rc::Rc;
+
+use super::{Case, Stack};
 use crate::cli::UdArgs;
 use crate::error::Result;
 use crate::role::Role;
-use crate::stages::create_qp::{create_qp, QpOptions, Queues, UD_QKEY};
+use crate::stages::create_qp::{QpOptions, Queues, UD_QKEY};
 use crate::stages::modify_qp_rtr::{exchange_dest, local_dest};
-use crate::stages::open_device::open_device;
+use crate::stages::open_device::{open_device, Device};
 use crate::stages::poll_cq::{pingpong_with, prepare_with, print_stats, PingpongOptions, Post};
 use crate::stages::post_send::post_recv;
 use crate::stages::ud_pingpong::{check_size, connect_ud, show_grh, Datagrams, GRH_LEN};
-use crate::stages::{alloc_pd::alloc_pd, reg_mr::reg_mr};
-use crate::verbs::{names, Mr, IBV_ACCESS_LOCAL_WRITE};
+use crate::verbs::{names, Mr, Pd, IBV_ACCESS_LOCAL_WRITE};
+use crate::wire::Dest;
 
 /// The cases of `11_ud_pingpong --break`.
 pub static CASES: [Case<UdArgs>; 5] = [
@@ -91,22 +93,19 @@ pub static CASES: [Case<UdArgs>; 5] = [
 ];
 
 /// Step 11 with one thing changed: the size, the receives, or how the client connects.
+/// `size` is the message's size for the device just opened (the step's checked `-s`, see
+/// [`checked_size`]); stages 02–04 are then [`Stack`]'s, with the step's buffer (the
+/// message and the GRH's room) and its UD QP.
 fn run_step(
     args: &UdArgs,
-    size: impl FnOnce(u32) -> u32,
+    size: impl FnOnce(&Device) -> Result<u32>,
     recv: &dyn Fn(&Queues, &Mr, PingpongOptions) -> Result<()>,
-    connect: impl FnOnce(
-        &Queues,
-        &crate::stages::open_device::Device,
-        &std::rc::Rc<crate::verbs::Pd>,
-        &crate::wire::Dest,
-    ) -> Result<Datagrams>,
+    connect: impl FnOnce(&Queues, &Device, &Rc<Pd>, &Dest) -> Result<Datagrams>,
 ) -> Result<()> {
     let dev = open_device(&args.device.choice())?;
-    let pd = alloc_pd(&dev.ctx)?;
-    let size = size(names::mtu_bytes(dev.port_attr.active_mtu).unwrap_or(256));
-    let mut mr = reg_mr(&pd, (size + GRH_LEN) as usize, IBV_ACCESS_LOCAL_WRITE)?;
-    let q = create_qp(&dev, &pd, QpOptions::ud_pingpong(size, args.queue.rx_depth, args.queue.events))?;
+    let size = size(&dev)?;
+    let opts = QpOptions::ud_pingpong(size, args.queue.rx_depth, args.queue.events);
+    let mut s = Stack::on(dev, size + GRH_LEN, IBV_ACCESS_LOCAL_WRITE, opts)?;
     let opts = PingpongOptions {
         size,
         rx_depth: args.queue.rx_depth,
@@ -114,17 +113,18 @@ fn run_step(
         chk: false,
         timeout: args.exchange.timeout,
     };
-    recv(&q, &mr, opts)?;
-    let local = local_dest(&dev, &q.qp);
-    let peer = connect(&q, &dev, &pd, &local)?;
-    let stats = pingpong_with(args.role(), &q, &mut mr, opts, &peer)?;
+    recv(&s.q, &s.mr, opts)?;
+    let local = local_dest(&s.dev, &s.q.qp);
+    let peer = connect(&s.q, &s.dev, &s.pd, &local)?;
+    let stats = pingpong_with(args.role(), &s.q, &mut s.mr, opts, &peer)?;
     print_stats(&stats);
-    show_grh(&mr);
+    show_grh(&s.mr);
     Ok(())
 }
 
-fn correct_size(args: &UdArgs) -> impl FnOnce(u32) -> u32 + '_ {
-    move |_| args.size
+/// The step's size: `-s`, checked against the port's active MTU as the step checks it.
+fn checked_size(args: &UdArgs) -> impl FnOnce(&Device) -> Result<u32> + '_ {
+    move |dev| check_size(dev, args.size).map(|()| args.size)
 }
 
 fn correct_recv(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
@@ -134,7 +134,7 @@ fn correct_recv(q: &Queues, mr: &Mr, opts: PingpongOptions) -> Result<()> {
 fn size_above_mtu(args: &UdArgs) -> Result<()> {
     run_step(
         args,
-        |mtu| 2 * mtu,
+        |dev| Ok(2 * names::mtu_bytes(dev.port_attr.active_mtu).unwrap_or(256)),
         &correct_recv,
         |q, dev, pd, local| Datagrams::connect(q, dev, pd, &args.peer(), local, args.sl, UD_QKEY),
     )
@@ -160,23 +160,20 @@ fn no_grh_room(args: &UdArgs) -> Result<()> {
             correct_recv(q, mr, opts)
         }
     };
-    run_step(args, correct_size(args), &recv, |q, dev, pd, local| {
-        check_size(dev, args.size)?;
+    run_step(args, checked_size(args), &recv, |q, dev, pd, local| {
         Datagrams::connect(q, dev, pd, &args.peer(), local, args.sl, UD_QKEY)
     })
 }
 
 fn wrong_qkey(args: &UdArgs) -> Result<()> {
     let qkey = if args.role() == Role::Client { UD_QKEY + 1 } else { UD_QKEY };
-    run_step(args, correct_size(args), &correct_recv, |q, dev, pd, local| {
-        check_size(dev, args.size)?;
+    run_step(args, checked_size(args), &correct_recv, |q, dev, pd, local| {
         Datagrams::connect(q, dev, pd, &args.peer(), local, args.sl, qkey)
     })
 }
 
 fn ah_to_nobody(args: &UdArgs) -> Result<()> {
-    run_step(args, correct_size(args), &correct_recv, |q, dev, pd, local| {
-        check_size(dev, args.size)?;
+    run_step(args, checked_size(args), &correct_recv, |q, dev, pd, local| {
         let exchange = exchange_dest(&args.peer(), local)?;
         let mut to = *exchange.remote();
         if args.role() == Role::Client {
@@ -191,8 +188,7 @@ fn ah_to_nobody(args: &UdArgs) -> Result<()> {
 }
 
 fn qpn_of_nobody(args: &UdArgs) -> Result<()> {
-    run_step(args, correct_size(args), &correct_recv, |q, dev, pd, local| {
-        check_size(dev, args.size)?;
+    run_step(args, checked_size(args), &correct_recv, |q, dev, pd, local| {
         let exchange = exchange_dest(&args.peer(), local)?;
         let ah = connect_ud(&q.qp, dev, pd, exchange.remote(), local.psn, args.sl)?;
         let remote = exchange.finish()?;

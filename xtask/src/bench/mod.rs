@@ -90,17 +90,27 @@ impl Raw {
         self.meta.get(key).map_or("", String::as_str)
     }
 
-    /// The cases re-run alone in a boot of their own (`lab/bench --only NAME --record`,
-    /// `# rerun-NAME SECONDS s[, sizes from B B]`), whose rows replace the recorded ones of
-    /// the same case and size: a sentence for the
-    /// table's footer, empty when there are none.
+    /// The cases run alone in a boot of their own (`lab/bench --only NAME --record`): re-run,
+    /// `# rerun-NAME SECONDS s[, sizes from B B]`, whose rows replace the recorded ones of
+    /// the same case and size, or added, `# added-NAME …`, a case the recorded run did not
+    /// have: a sentence each for the table's footer, empty when there are none.
     pub fn rerun_note(&self) -> String {
-        let mut reruns: Vec<_> = self.meta.iter().filter_map(|(k, v)| Some((k.strip_prefix("rerun-")?, v))).collect();
+        let mut reruns: Vec<_> = self
+            .meta
+            .iter()
+            .filter_map(|(k, v)| {
+                let (how, case) = k.split_once('-')?;
+                matches!(how, "rerun" | "added").then_some((case, how, v))
+            })
+            .collect();
         reruns.sort();
         reruns
             .iter()
-            .map(|(case, seconds)| {
-                format!(" The {case} rows were re-run alone, in a boot of their own ({seconds}), in place of that case's first runs.")
+            .map(|(case, how, seconds)| match *how {
+                "rerun" => format!(
+                    " The {case} rows were re-run alone, in a boot of their own ({seconds}), in place of that case's first runs."
+                ),
+                _ => format!(" The {case} rows were run alone, in a boot of their own ({seconds}), and added."),
             })
             .collect()
     }

@@ -88,6 +88,8 @@ pub fn render(raw: &Raw) -> Result<String, String> {
         let mode = match name {
             "lat" => " (polling)",
             "lat-e" => " (-e)",
+            "ud" => " (11, polling)",
+            "srq" => " (12, polling)",
             _ => "",
         };
         writeln!(
@@ -113,8 +115,20 @@ pub fn render(raw: &Raw) -> Result<String, String> {
         raw.rerun_note()
     )
     .unwrap();
-    if icount && has("lat") {
-        out.push_str("Polling cases (lat) ran both tools with lab/yield_poll.c preloaded (an empty ibv_poll_cq yields the one vCPU).\n");
+    let polling: Vec<&str> = ["lat", "ud", "srq"].into_iter().filter(|c| has(c)).collect();
+    if icount && !polling.is_empty() {
+        writeln!(
+            out,
+            "Polling cases ({}) ran both tools with lab/yield_poll.c preloaded (an empty ibv_poll_cq yields the one vCPU).",
+            polling.join(", ")
+        )
+        .unwrap();
+    }
+    if has("ud") {
+        out.push_str("ud: `ibv_ud_pingpong` against `11_ud_pingpong`, the same -g, -s and -n on both sides.\n");
+    }
+    if has("srq") {
+        out.push_str("srq: `ibv_srq_pingpong` against `12_srq_pingpong`, the same -g, -s and -n on both sides and both tools' defaults -q 16 -r 500.\n");
     }
     if !rping_only {
         writeln!(
