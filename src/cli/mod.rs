@@ -254,21 +254,28 @@ impl StepArgs for OpenArgs {}
 impl StepArgs for MrArgs {}
 impl StepArgs for QpArgs {}
 
+/// The footer's first lines for a step that plays both roles: how to run them on one machine.
+pub(crate) fn both_roles_here(bin: &str) -> String {
+    format!(
+        "Running both roles on one machine (any host with an RDMA device, e.g. Soft-RoCE rxe0):\n\
+         \x20 server:  cargo run --bin {bin} -- -g 1\n\
+         \x20 client:  cargo run --bin {bin} -- -g 1 127.0.0.1\n"
+    )
+}
+
 impl StepArgs for PingpongArgs {
     /// Why this footer: a student with one machine must realise both roles can run there,
     /// over 127.0.0.1, and that RoCE needs `-g`.
     fn after_help(bin: &str) -> String {
         format!(
-            "Running both roles on one machine (any host with an RDMA device, e.g. Soft-RoCE rxe0):\n\
-             \x20 server:  cargo run --bin {bin} -- -g 1\n\
-             \x20 client:  cargo run --bin {bin} -- -g 1 127.0.0.1\n\
-             Start them in two terminals, in either order: the client retries until the server \
+            "{}Start them in two terminals, in either order: the client retries until the server \
              listens (up to --timeout seconds).\n\
              -g is needed on RoCE: there is no LID, so the peer is addressed by GID \
              (index 1 is ::ffff:<IPv4 address> on rxe; 01_open_device lists the GID table). \
              Where RDMA_GID_INDEX is set (the lab VM, the classroom image), it is -g's default.\n\
              Steps 05-08 speak ibv_rc_pingpong's exchange, so either side may be the C tool \
-             (ibv_rc_pingpong -g 1 [127.0.0.1]); 09_rdma_write extends it and needs 09 on both sides."
+             (ibv_rc_pingpong -g 1 [127.0.0.1]); 09_rdma_write extends it and needs 09 on both sides.",
+            both_roles_here(bin)
         )
     }
     fn peer_role(&self) -> Option<Role> {

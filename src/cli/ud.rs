@@ -10,7 +10,7 @@
 use clap::Args;
 
 use super::values::{parse_iters, parse_number, parse_sl};
-use super::{DeviceArgs, ExchangeArgs, QueueArgs, StepArgs};
+use super::{both_roles_here, DeviceArgs, ExchangeArgs, QueueArgs, StepArgs};
 use crate::exchange::Peer;
 use crate::role::Role;
 
@@ -74,12 +74,10 @@ impl StepArgs for UdArgs {
     /// Why this footer: as rc_pingpong's steps', plus the size a datagram is limited to.
     fn after_help(bin: &str) -> String {
         format!(
-            "Running both roles on one machine (any host with an RDMA device, e.g. Soft-RoCE rxe0):\n\
-             \x20 server:  cargo run --bin {bin} -- -g 1\n\
-             \x20 client:  cargo run --bin {bin} -- -g 1 127.0.0.1\n\
-             -g is needed on RoCE: the address handle names the peer by GID. -s must fit the \
+            "{}-g is needed on RoCE: the address handle names the peer by GID. -s must fit the \
              port's active MTU (01_open_device shows it). Either side may be the C tool \
-             (ibv_ud_pingpong -g 1 -s 1024 [127.0.0.1])."
+             (ibv_ud_pingpong -g 1 -s 1024 [127.0.0.1]).",
+            both_roles_here(bin)
         )
     }
     fn peer_role(&self) -> Option<Role> {
