@@ -2,19 +2,10 @@
 //! the pairing plan, the example commands), and that a bad one names each bad line and
 //! writes nothing. The VMs that boot its user-data are lab/cloud-test's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn project() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rdma-dissect-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use crate::{project, scratch};
 
 fn class(args: &[&Path]) -> Output {
     Command::new(project().join("lab/class")).args(args).output().expect("run lab/class")

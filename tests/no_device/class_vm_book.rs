@@ -3,11 +3,7 @@
 //! asks for sudo. (Running those commands as the student on the image is a VM test's
 //! job; this one keeps the text from drifting back.)
 
-use std::path::Path;
-
-fn project() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::project;
 
 /// The commands of a chapter: lines of its `console` blocks that a prompt starts
 /// (`$ `, or `terminal N $ `, `A$ `), with their continuation lines.

@@ -4,20 +4,10 @@
 //! fake `/sys/class/infiniband` is mounted over the real one for the script alone. The
 //! tests that boot VMs are in tests/host_vms/lab_scripts.rs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-fn project() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A directory of this test's own, removed first if a previous run left it.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rdma-dissect-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use crate::{project, scratch};
 
 /// Runs `script` with bash in a new user and mount namespace, in the project's directory;
 /// `$1`… are `args`.

@@ -14,3 +14,18 @@ mod instructor;
 mod lab_scripts;
 mod wire;
 mod wire_fuzz;
+
+use std::path::{Path, PathBuf};
+
+/// The project's checkout, where the lab scripts and the book are.
+fn project() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A directory of this test's own, removed first if a previous run left it.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rdma-dissect-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
