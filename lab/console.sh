@@ -83,10 +83,21 @@ vm_power_off() {
     vm_forget "$vm"
 }
 
-# fail MESSAGE: says so, with the end of every console (and what qemu said), and exits 1.
+# fail MESSAGE: says so, with the end of every console (and what qemu said), and exits 1 —
+# or 75 (EX_TEMPFAIL) when a guest's kernel panicked, whatever the script was waiting for:
+# a panic is a bug of that kernel, which no program it runs can be blamed for, so a caller
+# may try once more (.ci/run does; Debian 13's 6.12 rxe has panicked under TCG, in
+# net_rx_action, while acknowledging a packet).
 fail() {
-    local c n=${#CON_FROM[@]} vm
+    local c n=${#CON_FROM[@]} vm status=1 panicked=
+    for c in "${!CON_FROM[@]}"; do
+        if grep -a -q "Kernel panic - not syncing" "$job/$c.console" 2>/dev/null; then panicked+=" $c"; fi
+    done
     echo "$LAB_CONSOLE_ME: FAILED: $*" >&2
+    if [ -n "$panicked" ]; then
+        echo "$LAB_CONSOLE_ME: the guest kernel panicked (console${panicked}): the kernel's bug, not this project's; exit 75 so that it can be tried again" >&2
+        status=75
+    fi
     for c in "${!CON_FROM[@]}"; do
         if [ "$n" = 1 ]; then
             echo "--- the last lines of the console ---" >&2
@@ -98,7 +109,7 @@ fail() {
     for vm in "${!VM_PID[@]}"; do
         [ -s "$job/$vm.qemu.log" ] && { echo "--- qemu said ($vm) ---" >&2; tail -n 5 "$job/$vm.qemu.log" >&2; }
     done
-    exit 1
+    exit "$status"
 }
 
 # expect PATTERN TIMEOUT: waits until the console shows PATTERN (an extended regex) after
