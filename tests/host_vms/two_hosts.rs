@@ -315,6 +315,40 @@ fn step_09_writes_with_the_exchanged_rkey_and_address() {
     snapshot("wire-09_rdma_write", &wire_view(&run));
 }
 
+/// Step 11 across two hosts: three round trips of datagrams. Each message is one UD SEND
+/// Only packet carrying a DETH (the Q_Key the receiver's QP checks, and the sender's QP
+/// number, which the receiver's completion reports as `src_qp`), and nothing else crosses the
+/// wire: no acknowledgement, where RC (08's ladder) answers every SEND with one.
+#[test]
+fn step_11_datagrams_cross_the_wire_unacknowledged() {
+    let run = across_two_hosts("11", "-n 3", "11");
+    assert!(run.output.contains("[h1] 3 iters in"), "{}", run.output);
+    assert!(run.output.contains("[h2] 3 iters in"), "{}", run.output);
+    let (client, server) = (run.local_psn("h2"), run.local_psn("h1"));
+    // Causality fixes the order, as for 08: ping i (the client's PSN + i), then pong i
+    // (the server's PSN + i), which the server sends only once ping i has arrived. A UD
+    // QP's PSN counts its packets too, but nobody checks it: a receiver takes datagrams
+    // from any sender, in any order.
+    let mut expected = Vec::new();
+    for i in 0..3u32 {
+        expected.push(("192.0.2.2", "UD Send Only", (client + i) & 0xff_ffff));
+        expected.push(("192.0.2.1", "UD Send Only", (server + i) & 0xff_ffff));
+    }
+    let seen: Vec<(&str, &str, u32)> = run.packets.iter().map(|p| (p.src.as_str(), p.opcode.as_str(), p.psn)).collect();
+    assert_eq!(seen, expected, "not ping, pong, one PSN more per datagram each way, and nothing else");
+    for p in &run.packets {
+        // Every datagram names the receiver's QP (the BTH) and carries the Q_Key that QP
+        // was given at INIT and the sender's own QP number (the DETH): what the exchange
+        // announced.
+        let (sender, receiver) = if p.src == "192.0.2.2" { ("h2", "h1") } else { ("h1", "h2") };
+        assert_eq!(qpn(&p.qp), qpn(&run.local(receiver, "QPN")), "{p:?}");
+        let src_qp = p.rest.split_whitespace().find_map(|w| w.strip_prefix("src_qp=")).expect("a DETH");
+        assert_eq!(qpn(src_qp), qpn(&run.local(sender, "QPN")), "{p:?}");
+        assert!(p.rest.contains("qkey=0x11111111"), "{p:?}");
+    }
+    snapshot("wire-11_ud_pingpong", &wire_in_time(&run));
+}
+
 /// The lines of `host`'s output that say what went wrong: warnings and the explained
 /// error, with their indented continuation lines.
 fn complaints(run: &Run, host: &str) -> String {
