@@ -26,6 +26,11 @@ pub const LADDERS: &[(&str, &str, &str)] = &[
         "07 --break no-recv-rnr-retry: RNR NAK, one retry, RNR NAK again",
     ),
     (
+        "two_hosts__break-12_srq_pingpong-srq-dry",
+        "ladder-srq-dry.svg",
+        "12 --break srq-dry: two SENDs served, two RNR NAKed, one retry",
+    ),
+    (
         "two_hosts__break-06_modify_qp_rts-wrong-sq-psn",
         "ladder-psn-nak.svg",
         "06 --break wrong-sq-psn: one PSN sequence NAK, then silence",
