@@ -7,10 +7,11 @@
 //! TCP — the first PSN on the wire is the sender's exchanged PSN, the RETH carries the
 //! target's exchanged rkey and address — and kept as snapshots, which the book's "What
 //! goes on the wire" sections include. Two lessons only two hosts can teach follow: a path
-//! MTU above the link's, and a host that dies mid-run. Three break-it cases close the file,
-//! seen on the wire: an RNR NAK and its retry, a PSN sequence NAK, and a retransmission
-//! after the ACK timeout. `cargo xtask book` draws the book's ladder diagrams from these
-//! snapshots. Snapshots go through the shared redaction table (testkit).
+//! MTU above the link's, and a host that dies mid-run. Step 11's datagrams cross with no
+//! acknowledgement at all. Four break-it cases close the file, seen on the wire: an RNR NAK
+//! and its retry, the same on the QPs of an SRQ that ran dry (12), a PSN sequence NAK, and
+//! a retransmission after the ACK timeout. `cargo xtask book` draws the book's ladder
+//! diagrams from these snapshots. Snapshots go through the shared redaction table (testkit).
 
 use testkit as common;
 
