@@ -644,8 +644,8 @@ fn local_qps(run: &Run, host: &str) -> Vec<(u32, u32)> {
 }
 
 /// An SRQ that runs dry, on the wire (`12 --break srq-dry`): the client's four QPs each send
-/// one SEND; the server's four QPs share an SRQ that holds two receives. The first two
-/// SENDs to arrive take them and are acknowledged; the other two find the pool empty, and
+/// one SEND; the server's four QPs share an SRQ that holds two receives. Two of the SENDs
+/// take them and are acknowledged; the other two find the pool empty, and
 /// the server's device answers each with an RNR NAK — on the QP the SEND came to, as
 /// for an empty receive queue of its own. The client retries after the server's
 /// min_rnr_timer (12: 0.64 ms), rnr_retry = 1 time, gets a second RNR NAK and fails the
