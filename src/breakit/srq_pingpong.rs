@@ -47,9 +47,10 @@ pub static CASES: [Case<PingpongArgs>; 2] = [
         summary: "post one receive more than the SRQ's max_wr (as ibv_query_srq reports it)",
         by: None,
         rule: "an SRQ holds at most max_wr receives, as ibv_query_srq reports it: the device may\n\
-               grant more than asked. rxe (Linux 6.1) makes its ring a power of two less one (511\n\
-               for 500) while ibv_create_srq writes back the 500 asked. Posting to a full SRQ\n\
-               fails at once with ENOMEM, and that WR is not posted (*bad_wr points at it)",
+               grant more than asked. rxe (Linux 6.1 and 6.12) makes its ring a power of two\n\
+               less one (511 for 500) while ibv_create_srq writes back the 500 asked. Posting\n\
+               to a full SRQ fails at once with ENOMEM, and that WR is not posted (*bad_wr\n\
+               points at it)",
         code: "src/breakit/srq_pingpong.rs srq_overfill: post_recv of max_wr + 1 receives; the\n\
                correct count is rx_depth, the size asked for, in prepare_srq (src/stages/srq_pingpong.rs)",
         fix: "post at most max_wr receives, and refill only as many as have completed",

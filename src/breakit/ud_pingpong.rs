@@ -40,10 +40,12 @@ pub static CASES: [Case<UdArgs>; 5] = [
         by: Some(Role::Server),
         rule: "a UD receive gets the datagram's 40-byte GRH in front of the payload, always (an\n\
                IPv4 header in its last 20 bytes on RoCE v2): a receive must have room for 40 +\n\
-               the message. Receives of just the message's size are 40 bytes too short, and the\n\
-               device completes the receive in error: the spec's local length error, which rxe\n\
-               reports as IBV_WC_LOC_QP_OP_ERR. The client, whose datagram was sent, waits for\n\
-               an answer until --timeout",
+               the message. Receives of just the message's size are 40 bytes too short. rxe on\n\
+               Linux 6.1 finds out while it copies and completes the receive in error, as\n\
+               IBV_WC_LOC_QP_OP_ERR (the spec's local length error); rxe on Linux 6.12 checks\n\
+               first and drops the datagram without a word, so the server's receive never\n\
+               completes and it waits until --timeout. Either way the client, whose datagram\n\
+               was sent, waits for an answer until --timeout",
         code: "src/breakit/ud_pingpong.rs NoGrhRoom: post_recv(.., size, ..); the correct length is\n\
                size + GRH_LEN, in Datagrams::recv (src/stages/ud_pingpong.rs)",
         fix: "register and post size + 40 bytes for every receive, as ud_pingpong does",
@@ -69,9 +71,9 @@ pub static CASES: [Case<UdArgs>; 5] = [
         rule: "UD never asks whether anybody is at an address, but on RoCE ibv_create_ah must\n\
                find the Ethernet address of the GID's IP address: the kernel asks by ARP (or\n\
                IPv6 neighbour discovery), and when nobody answers, ibv_create_ah fails with\n\
-               ETIMEDOUT (rxe0, Linux 6.1). On InfiniBand an AH needs no resolution, and the\n\
-               datagrams would be lost in silence, as datagrams to a QP number nobody has are\n\
-               on RoCE too. The server, which received nothing, waits until --timeout",
+               ETIMEDOUT (rxe0, Linux 6.1 and 6.12). On InfiniBand an AH needs no resolution,\n\
+               and the datagrams would be lost in silence, as datagrams to a QP number nobody\n\
+               has are on RoCE too. The server, which received nothing, waits until --timeout",
         code: "src/breakit/ud_pingpong.rs ah_to_nobody: the peer's GID with its last byte changed;\n\
                the correct address is the one from the exchange, in Datagrams::connect",
         fix: "make the AH from the address the peer sent (ah_attr from its LID/GID)",

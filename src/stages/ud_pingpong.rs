@@ -157,7 +157,8 @@ impl Post for Datagrams {
 
     fn silence(&self) -> &'static str {
         ".\nOr its datagrams, or ours, are lost: UD tells nobody. A datagram dropped on arrival \
-         (a Q_Key or QP number the receiving QP does not have, no receive posted), one larger \
+         (a Q_Key or QP number the receiving QP does not have, no receive posted, a receive \
+         without room for it and the 40 bytes of GRH: rxe on Linux 6.12), one larger \
          than the MTU (the device sends nothing and reports success), one sent to an address \
          nobody has: each completes successfully on its sender, and the receiver's posted \
          receive just never completes"

@@ -86,6 +86,8 @@ pub const RULES: &[(&str, &str, Pass)] = &[
     // A RETH's virtual address and rkey, whatever tshark writes them as.
     (r"(^| )va=[^ ]*", "${1}va=[ADDR]", Pass::Wire),
     (r"(^| )rkey=[^ ]*", "${1}rkey=[RKEY]", Pass::Wire),
+    // A datagram's source QP (its DETH): the number the sender's device gave its QP.
+    (r"(^| )src_qp=[^ ]*", "${1}src_qp=[QPN]", Pass::Wire),
 ];
 
 /// The rules of `pass` (a rule of [`Pass::Both`] is in the host's and the device's), in
@@ -114,7 +116,7 @@ pub(crate) fn apply(pass: Pass, text: &str) -> String {
 }
 
 /// The fields of a decoded RoCE packet (`lab/packets`'s words after the opcode) with what
-/// the device picked named: a RETH's `va=[ADDR]` and `rkey=[RKEY]`.
+/// the device picked named: a RETH's `va=[ADDR]` and `rkey=[RKEY]`, a DETH's `src_qp=[QPN]`.
 pub fn redact_packet(rest: &str) -> String {
     apply(Pass::Wire, rest)
 }
@@ -456,7 +458,7 @@ mod tests {
             ]
         );
         assert_eq!(placeholders(Pass::Cm), ["timeout=[CM_TIMEOUT]", "${1}[|FLUSH]"]);
-        assert_eq!(placeholders(Pass::Wire), ["${1}va=[ADDR]", "${1}rkey=[RKEY]"]);
+        assert_eq!(placeholders(Pass::Wire), ["${1}va=[ADDR]", "${1}rkey=[RKEY]", "${1}src_qp=[QPN]"]);
     }
 
     #[test]

@@ -7,10 +7,11 @@
 //! TCP — the first PSN on the wire is the sender's exchanged PSN, the RETH carries the
 //! target's exchanged rkey and address — and kept as snapshots, which the book's "What
 //! goes on the wire" sections include. Two lessons only two hosts can teach follow: a path
-//! MTU above the link's, and a host that dies mid-run. Three break-it cases close the file,
-//! seen on the wire: an RNR NAK and its retry, a PSN sequence NAK, and a retransmission
-//! after the ACK timeout. `cargo xtask book` draws the book's ladder diagrams from these
-//! snapshots. Snapshots go through the shared redaction table (testkit).
+//! MTU above the link's, and a host that dies mid-run. Step 11's datagrams cross with no
+//! acknowledgement at all. Four break-it cases close the file, seen on the wire: an RNR NAK
+//! and its retry, the same on the QPs of an SRQ that ran dry (12), a PSN sequence NAK, and
+//! a retransmission after the ACK timeout. `cargo xtask book` draws the book's ladder
+//! diagrams from these snapshots. Snapshots go through the shared redaction table (testkit).
 
 use testkit as common;
 
@@ -315,6 +316,40 @@ fn step_09_writes_with_the_exchanged_rkey_and_address() {
     snapshot("wire-09_rdma_write", &wire_view(&run));
 }
 
+/// Step 11 across two hosts: three round trips of datagrams. Each message is one UD SEND
+/// Only packet carrying a DETH (the Q_Key the receiver's QP checks, and the sender's QP
+/// number, which the receiver's completion reports as `src_qp`), and nothing else crosses the
+/// wire: no acknowledgement, where RC (08's ladder) answers every SEND with one.
+#[test]
+fn step_11_datagrams_cross_the_wire_unacknowledged() {
+    let run = across_two_hosts("11", "-n 3", "11");
+    assert!(run.output.contains("[h1] 3 iters in"), "{}", run.output);
+    assert!(run.output.contains("[h2] 3 iters in"), "{}", run.output);
+    let (client, server) = (run.local_psn("h2"), run.local_psn("h1"));
+    // Causality fixes the order, as for 08: ping i (the client's PSN + i), then pong i
+    // (the server's PSN + i), which the server sends only once ping i has arrived. A UD
+    // QP's PSN counts its packets too, but nobody checks it: a receiver takes datagrams
+    // from any sender, in any order.
+    let mut expected = Vec::new();
+    for i in 0..3u32 {
+        expected.push(("192.0.2.2", "UD Send Only", (client + i) & 0xff_ffff));
+        expected.push(("192.0.2.1", "UD Send Only", (server + i) & 0xff_ffff));
+    }
+    let seen: Vec<(&str, &str, u32)> = run.packets.iter().map(|p| (p.src.as_str(), p.opcode.as_str(), p.psn)).collect();
+    assert_eq!(seen, expected, "not ping, pong, one PSN more per datagram each way, and nothing else");
+    for p in &run.packets {
+        // Every datagram names the receiver's QP (the BTH) and carries the Q_Key that QP
+        // was given at INIT and the sender's own QP number (the DETH): what the exchange
+        // announced.
+        let (sender, receiver) = if p.src == "192.0.2.2" { ("h2", "h1") } else { ("h1", "h2") };
+        assert_eq!(qpn(&p.qp), qpn(&run.local(receiver, "QPN")), "{p:?}");
+        let src_qp = p.rest.split_whitespace().find_map(|w| w.strip_prefix("src_qp=")).expect("a DETH");
+        assert_eq!(qpn(src_qp), qpn(&run.local(sender, "QPN")), "{p:?}");
+        assert!(p.rest.contains("qkey=0x11111111"), "{p:?}");
+    }
+    snapshot("wire-11_ud_pingpong", &wire_in_time(&run));
+}
+
 /// The lines of `host`'s output that say what went wrong: warnings and the explained
 /// error, with their indented continuation lines.
 fn complaints(run: &Run, host: &str) -> String {
@@ -595,6 +630,112 @@ fn a_retransmission_after_the_ack_timeout_on_the_wire() {
     let times = times_of(&run, "192.0.2.2", psn);
     eprintln!("the retry crossed the wire {:.1} ms after the first try", (times[1] - times[0]) * 1000.0);
     snapshot("break-05_modify_qp_rtr-wrong-dest-qpn", &causal_view(&run, &run.packets.iter().collect::<Vec<_>>()));
+}
+
+/// The QPs `host` announced, in its order: (QPN, PSN) of each `local address:` line (step
+/// 12 prints one per QP; its QP i talks to the peer's QP i).
+fn local_qps(run: &Run, host: &str) -> Vec<(u32, u32)> {
+    let prefix = format!("[{host}]   local address:");
+    let field = |line: &str, key: &str| {
+        let value = line.split(", ").find_map(|f| f.trim().split_once(&format!("{key} ")).map(|(_, v)| v)).unwrap();
+        qpn(value)
+    };
+    run.output.lines().filter(|l| l.starts_with(&prefix)).map(|l| (field(l, "QPN"), field(l, "PSN"))).collect()
+}
+
+/// An SRQ that runs dry, on the wire (`12 --break srq-dry`): the client's four QPs each send
+/// one SEND; the server's four QPs share an SRQ that holds two receives. Two of the SENDs
+/// take them and are acknowledged; the other two find the pool empty, and
+/// the server's device answers each with an RNR NAK — on the QP the SEND came to, as
+/// for an empty receive queue of its own. The client retries after the server's
+/// min_rnr_timer (12: 0.64 ms), rnr_retry = 1 time, gets a second RNR NAK and fails the
+/// SEND with IBV_WC_RNR_RETRY_EXC_ERR. The server's application is told nothing.
+#[test]
+fn an_srq_that_runs_dry_rnr_naks_on_the_wire() {
+    let run = break_across_two_hosts("12", "srq-dry");
+    assert!(run.output.contains("[h2] error: work request"), "{}", run.output);
+    assert!(run.output.contains("RNR retry counter exceeded"), "{}", run.output);
+    let (clients, servers) = (local_qps(&run, "h2"), local_qps(&run, "h1"));
+    assert_eq!((clients.len(), servers.len()), (4, 4), "{}", run.output);
+    // Each packet's pair of QPs: a request goes to the server's QP i, an answer to the
+    // client's QP i.
+    let pair_of = |p: &Packet| {
+        let to = qpn(&p.qp);
+        let own = if p.src == "192.0.2.2" { &servers } else { &clients };
+        own.iter().position(|(n, _)| *n == to).unwrap_or_else(|| panic!("a packet to no QP of the run: {p:?}"))
+    };
+    let mut served = Vec::new();
+    let mut starved = Vec::new();
+    // The pairs in the order their first SEND crossed the wire, which is the order they
+    // reached the server: one virtual wire keeps its order. (Which two the pool serves is
+    // the device's affair: the test does not demand the first two.)
+    let mut pairs: Vec<usize> = Vec::new();
+    for p in run.packets.iter().filter(|p| p.src == "192.0.2.2") {
+        let i = pair_of(p);
+        if !pairs.contains(&i) {
+            pairs.push(i);
+        }
+    }
+    assert_eq!(pairs.len(), 4, "not one SEND on each QP: {:?}", run.packets);
+    for &i in &pairs {
+        let psn = clients[i].1;
+        let of = |p: &&Packet| pair_of(p) == i;
+        let sends: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.2").filter(of).collect();
+        let answers: Vec<&Packet> = run.packets.iter().filter(|p| p.src == "192.0.2.1").filter(of).collect();
+        // One message per QP: every packet on a pair, every copy and every answer, has the
+        // PSN the client's QP announced.
+        assert!(sends.iter().chain(&answers).all(|p| p.psn == psn), "{i}: {sends:?} {answers:?}");
+        assert!(sends.iter().all(|p| p.opcode == "RC Send Only"), "{sends:?}");
+        match answers.first() {
+            Some(a) if a.rest.contains("syndrome=0x1f") => served.push((i, sends[0], *a)),
+            // 0x2c: type 01 (RNR NAK), timer code 12, the server's min_rnr_timer.
+            Some(a) if a.rest.contains("syndrome=0x2c") => {
+                let naks: Vec<&Packet> = answers.iter().copied().filter(|p| p.rest.contains("syndrome=0x2c")).collect();
+                assert_eq!(naks.len(), answers.len(), "a starved QP got something other than RNR NAKs: {answers:?}");
+                starved.push((i, sends, naks));
+            }
+            _ => panic!("pair {i}: no ACK or RNR NAK for its SEND: {:?}", run.packets),
+        }
+    }
+    // Two receives in the pool: two SENDs served, two starved.
+    assert_eq!((served.len(), starved.len()), (2, 2), "{:?}", run.packets);
+    // The first starved pair to fail ends the client; the retry of a starved pair and its
+    // second NAK are on the wire at least once (a NAK's late arrival can also let the ACK
+    // timer send another copy: see an_rnr_nak_and_its_retry_on_the_wire).
+    let retried = starved.iter().filter(|(_, sends, naks)| sends.len() >= 2 && naks.len() >= 2).count();
+    assert!(retried >= 1, "no starved SEND was retried and NAKed again: {:?}", run.packets);
+    eprintln!(
+        "starved pairs: {}",
+        starved
+            .iter()
+            .map(|(_, s, n)| format!("{} SENDs, {} RNR NAKs", s.len(), n.len()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    // The view: the pairs named a–d, the two served (in the order their SENDs reached the
+    // server) then the two starved, with PSNs relative to each client QP's announced PSN;
+    // the served pairs' SEND and ACK, the starved pairs' first SEND and RNR NAK, then the
+    // retry and second RNR NAK of the first starved pair that shows both (whether the
+    // other's retry went out before the client stopped depends on timing).
+    let named: Vec<usize> = served.iter().map(|(i, ..)| *i).chain(starved.iter().map(|(i, ..)| *i)).collect();
+    let name = |p: &Packet| {
+        let i = pair_of(p);
+        let label = ["a", "b", "c", "d"][named.iter().position(|&j| j == i).unwrap()];
+        let offset = p.psn.wrapping_sub(clients[i].1) & 0xff_ffff;
+        let rest = common::redact_packet(&p.rest);
+        format!(
+            "{:<6} → {:<6}  {:<34} PSN qp-{label}+{offset}{}{rest}\n",
+            who(&p.src),
+            who(&p.dst),
+            p.opcode,
+            if rest.is_empty() { "" } else { " " }
+        )
+    };
+    let (_, sends, naks) = starved.iter().find(|(_, sends, naks)| sends.len() >= 2 && naks.len() >= 2).unwrap();
+    let mut order: Vec<&Packet> = served.iter().flat_map(|(_, s, a)| [*s, *a]).collect();
+    order.extend(starved.iter().flat_map(|(_, s, n)| [s[0], n[0]]));
+    order.extend([sends[1], naks[1]]);
+    snapshot("break-12_srq_pingpong-srq-dry", &order.into_iter().map(name).collect::<String>());
 }
 
 /// One run of the bad-wire lesson: lab/impair's options on each host ("" for none), the

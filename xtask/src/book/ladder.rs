@@ -19,10 +19,16 @@ pub const LADDERS: &[(&str, &str, &str)] = &[
         "ladder-10.svg",
         "10: the CM on QP 1, one rping (SEND, READ, WRITE), the disconnect",
     ),
+    ("two_hosts__wire-11_ud_pingpong", "ladder-11.svg", "11: three round trips of datagrams, and no acknowledgement"),
     (
         "two_hosts__break-07_post_send-no-recv-rnr-retry",
         "ladder-rnr-nak.svg",
         "07 --break no-recv-rnr-retry: RNR NAK, one retry, RNR NAK again",
+    ),
+    (
+        "two_hosts__break-12_srq_pingpong-srq-dry",
+        "ladder-srq-dry.svg",
+        "12 --break srq-dry: two SENDs served, two RNR NAKed, one retry",
     ),
     (
         "two_hosts__break-06_modify_qp_rts-wrong-sq-psn",
@@ -73,6 +79,8 @@ fn ladder_row(line: &str, read_len: Option<&str>) -> (bool, String, &'static str
     let (who, rest) = line.split_once("  ").expect("who → whom, then the packet");
     let from_client = who.trim_start().starts_with("client");
     let (opcode, psn_and_more) = rest.trim().split_once(" PSN ").expect("a PSN on every packet");
+    // Every ladder but 11's is RC, which goes without saying; 11's "UD" stays: that these
+    // are datagrams is its lesson.
     let opcode = opcode.trim().trim_start_matches("RC ");
     let mut words = psn_and_more.split_whitespace();
     let psn = words.next().unwrap();
@@ -108,6 +116,8 @@ fn ladder_row(line: &str, read_len: Option<&str>) -> (bool, String, &'static str
             label += &format!(" · imm {i}");
         } else if w == "ack-req" {
             label += " · ack-req";
+        } else if let Some(q) = w.strip_prefix("qkey=") {
+            label += &format!(" · Q_Key {q}");
         }
     }
     (from_client, label, kind)
@@ -212,6 +222,12 @@ mod tests {
             "RDMA Write Only Immediate · PSN client+4 · ack-req · RETH len 0 · imm 0x00001000"
         );
         assert_eq!(aeth_words(0x60), "NAK: PSN sequence error");
+        let datagram = "client → server  UD Send Only                       PSN client+0 DETH qkey=0x11111111 \
+                        src_qp=[QPN]";
+        assert_eq!(
+            ladder_row(datagram, None),
+            (true, "UD Send Only · PSN client+0 · Q_Key 0x11111111".to_string(), "req")
+        );
     }
 
     #[test]
