@@ -109,8 +109,8 @@ fn tables(manifest: &str) -> Vec<(String, Vec<&str>)> {
     tables
 }
 
-/// The workspace a class is built in (`cargo xtask grade`): one cargo run builds every
-/// student's crates side by side and shares their dependencies. Its manifest is the
+/// The workspace a class is built in (`cargo xtask grade`): a crate per graded step, whose
+/// builds share their dependencies. Its manifest is the
 /// project's `[workspace…]` and `[profile…]` tables (profiles and lints are a workspace's,
 /// not a member's) with `members` the crates given, relative to `build`.
 pub(crate) fn class_workspace(project: &Path, build: &Path, members: &[String]) -> Result<(), String> {
@@ -129,8 +129,10 @@ pub(crate) fn class_workspace(project: &Path, build: &Path, members: &[String]) 
         }
     }
     if !text.lines().any(|l| l == "[profile.dev]") {
-        // Each crate is built once: no incremental state to keep, no debugger to feed.
-        toml += "\n[profile.dev]\ndebug = 0\nincremental = false\n";
+        // A step's crate is built once per different file, each build but the stage file
+        // the same as the last: incremental compilation reuses what the stage does not
+        // touch. No debugger to feed.
+        toml += "\n[profile.dev]\ndebug = 0\nincremental = true\n";
     }
     std::fs::create_dir_all(build).map_err(io_error(build))?;
     write_if_changed(&build.join("Cargo.toml"), toml.as_bytes())?;
@@ -142,12 +144,12 @@ pub(crate) fn class_workspace(project: &Path, build: &Path, members: &[String]) 
     Ok(())
 }
 
-/// One student's crate for step `bin` in a class's workspace, at `krate`: a member of it
-/// (no `[workspace]`, `[profile]` or tests' tables), with step `bin` its one binary, the
-/// package and binary named after `prefix` (`alice-`), so no two students' binaries share
-/// a name in the one target directory. Every file is a copy, not a link: the grader hides the project's sources
-/// from the students' code in the lab VM, so the copy must not need them, and it leaves
-/// out the stage the student wrote, so the reference's answer is not in it.
+/// The crate of a class's workspace that builds step `bin`, at `krate`: a member of it (no
+/// `[workspace]`, `[profile]` or tests' tables), with step `bin` its one binary, the package
+/// and binary named after `prefix` (`grade-`), so they do not take the reference's names in
+/// the one target directory, and `student` as its `stage_file`. Every file is a copy, not a
+/// link: the grader hides the project's sources from the students' code in the lab VM, so
+/// the copy must not need them.
 pub(crate) fn class_crate(
     project: &Path,
     krate: &Path,

@@ -5,11 +5,11 @@
 //! ```text
 //! grade manifest EXERCISES ACCOUNT HOST TIME COMMIT   a hand-in's manifest (lab/submit)
 //! grade prepare CLASS STEPS                           (host) the hand-ins not graded yet,
-//!                                                     as crates of one workspace
-//! grade prebuild CLASS                                (host) the dependencies they share,
-//!                                                     from the reference's crate
-//! grade vm CLASS                                      (root, in the lab VM) build them and
-//!                                                     grade them, student by student
+//!                                                     and a crate per step to build them in
+//! grade prebuild CLASS                                (host) those crates with the
+//!                                                     reference's stages, and their dependencies
+//! grade vm CLASS                                      (root, in the lab VM) build the hand-ins'
+//!                                                     files and grade them, student by student
 //! grade bounded UID MAX SECONDS PROGRAM ARGS…         (root, in the VM) one bounded run
 //! grade report CLASS                                  JUnit per student, moodle.csv,
 //!                                                     Gradescope's results.json
@@ -20,8 +20,9 @@
 //!
 //! CLASS is a directory: `incoming/NAME/` the hand-ins as handed in (lab/grade unpacks
 //! them; `origin/NAME` says from where), `students/NAME/handin.tsv` what the grader took
-//! (files and their SHA-256), `build/` and `target/` the students' crates (one per
-//! different file, named by its SHA-256) and their builds, `results/NAME.tsv` the
+//! (files and their SHA-256), `handed/` each different file once (named by its SHA-256),
+//! `build/` a crate per graded step that each file is built in, in turn, `target/` their
+//! builds, `bins/` the programs built from the files, `results/NAME.tsv` the
 //! verdicts (a student is graded once: what is there is kept, so an interrupted grading
 //! resumes), `reports/`.
 //!
@@ -41,19 +42,13 @@ use std::time::Instant;
 
 use crate::exercise::{self, append_result, class_crate, class_workspace, ReferenceRuns, DEADLINE};
 
-/// A student's name in CLASS (a directory, a cargo package and binary name part); it
-/// starts with a letter or digit, so it is never [`REFERENCE`].
+/// A student's name in CLASS (a directory and file name part); it starts with a letter or
+/// digit.
 fn valid_name(name: &str) -> bool {
     name.len() <= 64
         && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
-
-/// The crate of the class's workspace that lab/grade builds on the host, before the VM:
-/// the reference's, so the dependencies the students' crates share are built once, from
-/// trusted code. It is out of the workspace, and its sources gone, before the students'
-/// build.
-const REFERENCE: &str = "_reference";
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{}: {e}", path.display())
@@ -82,16 +77,17 @@ fn graded_steps(class: &Path) -> Result<Vec<testkit::Step>, String> {
     Ok(testkit::load_steps()?.into_iter().filter(|s| wanted.contains(&s.bin.as_str())).collect())
 }
 
-/// The crate a hand-in's file is built in, named after the file's SHA-256: hand-ins of the
-/// same file share one crate and one build (a class's untouched templates, a copied
-/// answer), and no student's name is in another's compiler messages.
-fn crate_dir(sha256: &str) -> String {
-    format!("sha256-{}", &sha256[..16.min(sha256.len())])
+/// The name of a hand-in's file of step `bin` in CLASS (`handed/KEY.rs`, `bins/KEY`), after
+/// its SHA-256: hand-ins of the same file share one build and one run (a class's untouched
+/// templates, a copied answer).
+fn file_key(sha256: &str, bin: &str) -> String {
+    format!("sha256-{}-{bin}", &sha256[..16.min(sha256.len())])
 }
 
-/// The workspace member (`DIR/BIN`) that builds the file of SHA-256 `sha256` as step `bin`.
-fn member(sha256: &str, bin: &str) -> String {
-    format!("{}/{bin}", crate_dir(sha256))
+/// The package of the class's workspace that builds step `bin`, and its binary's name
+/// (`grade-BIN`): no student's name, so none is in another's compiler messages.
+fn step_package(bin: &str) -> String {
+    format!("rdma-dissect-grade-{bin}")
 }
 
 fn done(class: &Path, name: &str) -> bool {
@@ -105,9 +101,10 @@ fn key_values(path: &Path) -> Vec<(String, String)> {
 }
 
 /// `grade prepare CLASS STEPS`: takes every hand-in not graded yet, writes what was taken
-/// (students/NAME/handin.tsv) and its crates, and the workspace that builds them all.
-/// STEPS is `all` or step numbers separated by commas. Prints how many crates there are to
-/// build.
+/// (students/NAME/handin.tsv), each different file (handed/), and the workspace of a crate
+/// per step that builds them, each crate with the reference's stage until `grade prebuild`
+/// has built it. STEPS is `all` or step numbers separated by commas. Prints how many
+/// different files there are to build.
 fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
     let project = exercise::root()?;
     let all = testkit::load_steps()?;
@@ -123,7 +120,9 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
     };
     let list: String = chosen.iter().map(|s| format!("{}\n", s.bin)).collect();
     std::fs::write(class.join("steps.txt"), list).map_err(io(class))?;
-    let (mut members, mut pending) = (Vec::new(), 0);
+    let (mut keys, mut crates, mut pending) = (Vec::new(), Vec::new(), 0);
+    let handed = class.join("handed");
+    std::fs::create_dir_all(&handed).map_err(io(&handed))?;
     let names = students(class)?;
     for name in &names {
         if done(class, name) {
@@ -156,21 +155,19 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
             Ok(files) => {
                 for f in files.iter() {
                     let _ = writeln!(record, "file\t{}\t{}", f.bin, f.sha256);
-                    let Some(step) = chosen.iter().find(|s| s.bin == f.bin) else { continue };
-                    let member = member(&f.sha256, &f.bin);
-                    if members.contains(&member) {
+                    if !chosen.iter().any(|s| s.bin == f.bin) {
                         continue;
                     }
-                    let stage_file = format!("src/stages/{}.rs", step.stage());
-                    class_crate(
-                        &project,
-                        &class.join("build").join(&member),
-                        &format!("{}-", crate_dir(&f.sha256)),
-                        &f.bin,
-                        &stage_file,
-                        &f.path,
-                    )?;
-                    members.push(member);
+                    let key = file_key(&f.sha256, &f.bin);
+                    if keys.contains(&key) {
+                        continue;
+                    }
+                    let copy = handed.join(format!("{key}.rs"));
+                    std::fs::copy(&f.path, &copy).map_err(io(&f.path))?;
+                    keys.push(key);
+                    if !crates.contains(&f.bin) {
+                        crates.push(f.bin.clone());
+                    }
                 }
             }
             Err(e) => {
@@ -179,38 +176,23 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
         }
         std::fs::write(dir.join("handin.tsv"), record).map_err(io(&dir))?;
     }
-    if let Some(step) = chosen.first().filter(|_| !members.is_empty()) {
+    for step in chosen.iter().filter(|s| crates.contains(&s.bin)) {
         let stage_file = format!("src/stages/{}.rs", step.stage());
-        let member = format!("{REFERENCE}/{}", step.bin);
-        class_crate(
-            &project,
-            &class.join("build").join(&member),
-            "reference-",
-            &step.bin,
-            &stage_file,
-            &project.join(&stage_file),
-        )?;
-        members.push(member);
+        let krate = class.join("build").join(&step.bin);
+        class_crate(&project, &krate, "grade-", &step.bin, &stage_file, &project.join(&stage_file))?;
     }
-    class_workspace(&project, &class.join("build"), &members)?;
-    println!("{} students, {pending} to grade, {} crates to build", names.len(), members.len().saturating_sub(1));
+    class_workspace(&project, &class.join("build"), &crates)?;
+    println!("{} students, {pending} to grade, {} different files to build", names.len(), keys.len());
     Ok(())
 }
 
-/// The compiler's messages about one crate (`NAME/BIN/…` paths), with the student's own
-/// file named as they know it.
-fn build_errors(log: &str, member: &str, stage_file: &str, bin: &str) -> String {
-    let mut out = String::new();
-    for block in log.split("\n\n") {
-        if block.contains(&format!("{member}/")) {
-            out += &block
-                .replace(&format!("{member}/{stage_file}"), &format!("exercises/{bin}.rs"))
-                .replace(&format!("{member}/"), "");
-            out += "\n\n";
-        }
-    }
-    if out.is_empty() {
-        "(the compiler said nothing about this crate: see the class's build/build.log)".into()
+/// The compiler's messages about a file built as step `bin` (`BIN/…` paths), with the
+/// student's own file named as they know it.
+fn build_errors(log: &str, stage_file: &str, bin: &str) -> String {
+    let out =
+        log.replace(&format!("{bin}/{stage_file}"), &format!("exercises/{bin}.rs")).replace(&format!("{bin}/"), "");
+    if out.trim().is_empty() {
+        "(the compiler said nothing about this file: see the class's build/build.log)".into()
     } else {
         out.trim_end().to_string()
     }
@@ -236,58 +218,54 @@ fn class_env(cargo: &mut Command, class: &Path, tools: &sandbox::Toolchain) -> R
     Ok(())
 }
 
-/// `grade prebuild CLASS` (host): builds the reference's crate of the class's workspace,
-/// and with it every dependency the students' crates share, from trusted code, natively.
+/// `grade prebuild CLASS` (host): builds each step's crate of the class's workspace with
+/// the reference's stage, natively, from trusted code: the dependencies the students' builds
+/// share, and the incremental state their builds start from. Then the reference's stage
+/// goes: no copy of it is left for the students' code in the VM.
 fn prebuild_cmd(class: &Path) -> Result<(), String> {
     let tools = sandbox::Toolchain::find()?;
-    let reference = class.join("build").join(REFERENCE);
-    let bin = std::fs::read_dir(&reference)
-        .map_err(io(&reference))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .next()
-        .ok_or_else(|| format!("{}: no crate to build", reference.display()))?;
-    let mut cargo = Command::new(tools.bin.join("cargo"));
-    class_env(&mut cargo, class, &tools)?;
-    let status = cargo
-        .args(["build", "--offline", "--bins", "--quiet", "--package", &format!("rdma-dissect-reference-{bin}")])
-        .status()
-        .map_err(|e| format!("cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("the reference's crate did not build ({status}): see the messages above"))
+    for step in graded_steps(class)? {
+        let krate = class.join("build").join(&step.bin);
+        if !krate.is_dir() {
+            continue;
+        }
+        let mut cargo = Command::new(tools.bin.join("cargo"));
+        class_env(&mut cargo, class, &tools)?;
+        let status = cargo
+            .args(["build", "--offline", "--bins", "--quiet", "--package", &step_package(&step.bin)])
+            .status()
+            .map_err(|e| format!("cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "the reference's crate of {} did not build ({status}): see the messages above",
+                step.bin
+            ));
+        }
+        let stage = krate.join(format!("src/stages/{}.rs", step.stage()));
+        std::fs::remove_file(&stage).map_err(io(&stage))?;
     }
+    Ok(())
 }
 
-/// Builds every crate of CLASS/build as [`sandbox::BUILD_UID`]: one cargo run, keeping on
-/// past a crate that does not compile. The log is CLASS/build/build.log.
-fn build_class(class: &Path) -> Result<String, String> {
-    let (build, target) = (class.join("build"), class.join("target"));
+/// Builds each file of `files` (its key in CLASS/handed and its step) as
+/// [`sandbox::BUILD_UID`], one after the other in its step's crate, the file in place of
+/// the stage: each build is the last one with one file changed, which incremental
+/// compilation mostly reuses. A program built goes to CLASS/bins/KEY; the compiler's
+/// messages of a file that does not compile are returned, by key. Every message is
+/// appended to CLASS/build/build.log.
+fn build_files(class: &Path, files: &[(String, &testkit::Step)]) -> Result<HashMap<String, String>, String> {
+    let (build, target, bins) = (class.join("build"), class.join("target"), class.join("bins"));
     let home = class.join("home");
     let tools = sandbox::Toolchain::find()?;
-    for dir in [&target, &home] {
+    if bins.exists() {
+        std::fs::remove_dir_all(&bins).map_err(io(&bins))?;
+    }
+    for dir in [&target, &home, &bins] {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
-    // The reference's crate made the dependencies on the host: out it goes (see REFERENCE).
-    let members: Vec<String> = std::fs::read_dir(&build)
-        .map_err(io(&build))?
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .filter(|n| valid_name(n))
-        .flat_map(|n| {
-            let dir = build.join(&n);
-            std::fs::read_dir(dir)
-                .into_iter()
-                .flatten()
-                .filter_map(move |e| e.ok().map(|e| format!("{n}/{}", e.file_name().to_string_lossy())))
-        })
-        .collect();
-    let project = exercise::root()?;
-    class_workspace(&project, &build, &members)?;
-    let reference = build.join(REFERENCE);
-    if reference.exists() {
-        std::fs::remove_dir_all(&reference).map_err(io(&reference))?;
-    }
+    // The host's builds (the dependencies, the reference's) are where the students' start;
+    // theirs need not outlive the VM: their programs are copied to CLASS/bins.
+    sandbox::in_memory(&target)?;
     for path in [&tools.bin, &tools.cargo_home.join("registry/src"), class] {
         sandbox::let_through(path)?;
     }
@@ -295,22 +273,52 @@ fn build_class(class: &Path) -> Result<String, String> {
     for dir in [&build, &target, &home] {
         sandbox::set_writable(dir, true)?;
     }
-    let mut cargo = sandbox::as_student(sandbox::BUILD_UID, &tools.bin.join("cargo"));
-    class_env(&mut cargo, class, &tools)?;
-    let out = cargo
-        .args(["build", "--offline", "--keep-going", "--bins", "--quiet"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cargo: {e}"));
-    // The process bound is the students' programs'; the build's rustc threads count too.
+    let log_path = build.join("build.log");
+    let mut failed = HashMap::new();
+    let mut build_all = || -> Result<(), String> {
+        let mut log = String::new();
+        for (i, (key, step)) in files.iter().enumerate() {
+            let t = Instant::now();
+            let handed = class.join("handed").join(format!("{key}.rs"));
+            let stage = build.join(&step.bin).join(format!("src/stages/{}.rs", step.stage()));
+            std::fs::copy(&handed, &stage).map_err(io(&handed))?;
+            let mut cargo = sandbox::as_student(sandbox::BUILD_UID, &tools.bin.join("cargo"));
+            class_env(&mut cargo, class, &tools)?;
+            let out = cargo
+                .args(["build", "--offline", "--bins", "--quiet", "--package", &step_package(&step.bin)])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("cargo: {e}"))?;
+            let messages = String::from_utf8_lossy(&out.stderr).into_owned();
+            let _ = writeln!(log, "== {key}\n{messages}");
+            std::fs::write(&log_path, &log).map_err(io(&log_path))?;
+            let verdict = if out.status.success() {
+                let program = target.join("debug").join(format!("grade-{}", step.bin));
+                std::fs::copy(&program, bins.join(key)).map_err(io(&program))?;
+                ""
+            } else {
+                failed.insert(key.clone(), messages);
+                ", does not compile"
+            };
+            eprintln!("grade: [{}/{}] built {key} ({:.1} s{verdict})", i + 1, files.len(), t.elapsed().as_secs_f64());
+        }
+        Ok(())
+    };
+    let built = build_all();
+    // What was built, and how, is the grader's again: no student's program may change it.
     for dir in [&build, &target, &home] {
         sandbox::set_writable(dir, false)?;
     }
-    let out = out?;
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    std::fs::write(build.join("build.log"), &log).map_err(io(&build))?;
-    Ok(log)
+    built.map(|()| failed)
 }
+
+/// A student's program may run this many times as long as the reference's slowest run of
+/// its step, measured in the same boot: an infinite loop or a fork bomb ends soon, a slow
+/// but working program has room.
+const BOUND_FACTOR: f64 = 4.0;
+/// … and at least this long (s): longer than our programs wait for a peer that never comes
+/// (`--timeout 10`), so such a program still says so itself.
+const BOUND_FLOOR: u64 = 15;
 
 /// The exit status of `grade vm` when the reference itself failed: the device or the lab
 /// is broken, and lab/grade boots again rather than fail a student.
@@ -330,17 +338,35 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
     }
     sandbox::hide_sources(&project)?;
     let start = Instant::now();
-    eprintln!("grade: building {} students' crates in the VM ...", pending.len());
-    let log = build_class(class)?;
+    let file_sha = |handin: &[(String, String)], bin: &str| {
+        handin
+            .iter()
+            .find_map(|(k, v)| (k == "file").then(|| v.strip_prefix(&format!("{bin}\t"))).flatten())
+            .map(String::from)
+    };
+    let mut files: Vec<(String, &testkit::Step)> = Vec::new();
+    for name in &pending {
+        let handin = key_values(&class.join("students").join(name).join("handin.tsv"));
+        for step in &steps {
+            if let Some(sha) = file_sha(&handin, &step.bin) {
+                let key = file_key(&sha, &step.bin);
+                if !files.iter().any(|(k, _)| *k == key) {
+                    files.push((key, step));
+                }
+            }
+        }
+    }
+    eprintln!("grade: building the {} different files of {} students in the VM ...", files.len(), pending.len());
+    let compile_errors = build_files(class, &files)?;
     eprintln!("grade: built in {:.0} s", start.elapsed().as_secs_f64());
     let wrappers = class.join("sandbox");
     std::fs::create_dir_all(&wrappers).map_err(io(&wrappers))?;
     let results = class.join("results");
     std::fs::create_dir_all(&results).map_err(io(&results))?;
-    let mut references: Vec<ReferenceRuns> = Vec::new();
-    // The verdict of each crate run, by member, and whose it was: a file handed in by
-    // several students is one program (one crate, built once), run once. Runs dominate
-    // a class whose files repeat (see the instructor's guide, "What a class costs").
+    // The reference's runs of each step, and how long a student's program may run.
+    let mut references: Vec<(ReferenceRuns, u64)> = Vec::new();
+    // The verdict of each file run, by key, and whose it was: a file handed in by several
+    // students is one program (built once), run once.
     let mut graded: HashMap<String, (Result<String, String>, String)> = HashMap::new();
     for (i, name) in pending.iter().enumerate() {
         let uid = sandbox::FIRST_RUN_UID + i as u32;
@@ -350,11 +376,9 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
         let _ = std::fs::remove_file(&partial);
         for step in &steps {
             let t = Instant::now();
-            let sha = handin
-                .iter()
-                .find_map(|(k, v)| (k == "file").then(|| v.strip_prefix(&format!("{}\t", step.bin))).flatten());
-            let member = member(sha.unwrap_or_default(), &step.bin);
-            let exe = class.join("target/debug").join(format!("{}-{}", crate_dir(sha.unwrap_or_default()), step.bin));
+            let sha = file_sha(&handin, &step.bin);
+            let key = file_key(sha.as_deref().unwrap_or_default(), &step.bin);
+            let exe = class.join("bins").join(&key);
             let mut same_as = None;
             let verdict = if let Some(e) = &handin_error {
                 Err(format!("the hand-in could not be taken: {e}"))
@@ -365,24 +389,33 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
                 Err(format!(
                     "exercises/{}.rs does not compile:\n{}",
                     step.bin,
-                    build_errors(&log, &member, &stage_file, &step.bin)
+                    build_errors(compile_errors.get(&key).map_or("", String::as_str), &stage_file, &step.bin)
                 ))
-            } else if let Some((verdict, first)) = graded.get(&member) {
+            } else if let Some((verdict, first)) = graded.get(&key) {
                 same_as = Some(first.clone());
                 verdict.clone()
             } else {
-                let at = match references.iter().position(|r| r.nn() == step.nn()) {
+                let at = match references.iter().position(|(r, _)| r.nn() == step.nn()) {
                     Some(at) => at,
                     None => {
                         let reference = reference_dir.join(&step.bin);
-                        references.push(ReferenceRuns::new(step.nn(), &reference.to_string_lossy())?);
+                        let mut runs = ReferenceRuns::new(step.nn(), &reference.to_string_lossy())?;
+                        let slowest = runs.run_all();
+                        let bound = ((slowest.as_secs_f64() * BOUND_FACTOR).ceil() as u64)
+                            .clamp(BOUND_FLOOR, DEADLINE.as_secs() - 5);
+                        eprintln!(
+                            "grade: the reference's slowest run of {} took {:.1} s: a student's program may run {bound} s",
+                            step.bin,
+                            slowest.as_secs_f64()
+                        );
+                        references.push((runs, bound));
                         references.len() - 1
                     }
                 };
                 let wrapper = wrappers.join(format!("{name}-{}", step.bin));
-                sandbox::wrapper(&wrapper, uid, DEADLINE.as_secs() - 5, &exe)?;
+                sandbox::wrapper(&wrapper, uid, references[at].1, &exe)?;
                 let verdict = exercise::grade(
-                    &mut references[at],
+                    &mut references[at].0,
                     &wrapper.to_string_lossy(),
                     &format!("exercises/{}.rs", step.bin),
                 );
@@ -393,7 +426,7 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
                         return Ok(ExitCode::from(INFRASTRUCTURE));
                     }
                 }
-                graded.insert(member.clone(), (verdict.clone(), name.clone()));
+                graded.insert(key.clone(), (verdict.clone(), name.clone()));
                 verdict
             };
             let seconds = t.elapsed().as_secs_f64();

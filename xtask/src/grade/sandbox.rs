@@ -50,6 +50,26 @@ pub(crate) fn hide_sources(project: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Keeps what is written under `dir` in the VM's memory, for the rest of this boot: an
+/// overlay at the same path, `dir` below (read over the project's 9p share), the VM's
+/// `/run` (a tmpfs) above. A build writes thousands of small files (incremental
+/// compilation's state); over the share each is a round trip to the host, in memory it is
+/// not. `metacopy=on`: a `chmod` (see [`set_writable`]) copies a file's metadata up, not its
+/// data. What is written there is gone when the VM stops.
+pub(crate) fn in_memory(dir: &Path) -> Result<(), String> {
+    let lower = dir.to_str().filter(|d| !d.contains([',', ':', '\\'])).ok_or_else(|| {
+        format!("{}: a path with `,`, `:` or `\\` cannot be an overlay's (mount's options)", dir.display())
+    })?;
+    let (upper, work) = ("/run/grade/upper", "/run/grade/work");
+    for d in [upper, work] {
+        std::fs::create_dir_all(d).map_err(|e| format!("{d}: {e}"))?;
+    }
+    run(Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o"])
+        .arg(format!("lowerdir={lower},upperdir={upper},workdir={work},metacopy=on"))
+        .arg(dir))
+}
+
 /// Lets `uid`s other than the owner reach `path`: `o+x` on each directory above it that
 /// lacks it (a home directory is 0700 on Debian). Above the project that is the VM's own
 /// throw-away copy of the host's root; inside the project it is the project's.
