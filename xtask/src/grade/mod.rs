@@ -22,7 +22,8 @@
 //! them; `origin/NAME` says from where), `students/NAME/handin.tsv` what the grader took
 //! (files and their SHA-256), `handed/` each different file once (named by its SHA-256),
 //! `build/` a crate per graded step that each file is built in, in turn, `target/` their
-//! builds, `bins/` the programs built from the files, `results/NAME.tsv` the
+//! builds (the host's; the VM's stay in its memory), `bins/` the programs built from the
+//! files, `build.log` the compiler's messages, `results/NAME.tsv` the
 //! verdicts (a student is graded once: what is there is kept, so an interrupted grading
 //! resumes), `reports/`.
 //!
