@@ -1,6 +1,6 @@
 //! The class grader (issue 40): a synthetic class, one hand-in of each kind (`cargo xtask
-//! grade synth`), and one more handed in as a student does, `lab/submit --to` a git
-//! remote, all graded by `lab/grade` in one lab VM boot. Every verdict must be the one
+//! grade synth`), a copy of one of them, and one more handed in as a student does,
+//! `lab/submit --to` a git remote, all graded by `lab/grade` in one lab VM boot. Every verdict must be the one
 //! intended — the forged all-pass self-check changes nothing — and every report must parse:
 //! JUnit with its provenance, the Moodle CSV, Gradescope's results.json (`grade report`
 //! checks each against its schema). Run it under the machine's VM lock:
@@ -50,6 +50,15 @@ fn a_class_of_every_kind_grades_as_intended() {
     std::fs::create_dir_all(&dir).unwrap();
     let handins = dir.join("handins");
     run(Command::new("cargo").args(["xtask", "grade", "synth"]).arg(&handins).arg("11"));
+    // A copied hand-in: the same file as s02-holes', built and run once for both.
+    let copy = handins.join("s12-copy");
+    std::fs::create_dir_all(copy.join("exercises")).unwrap();
+    for file in ["manifest.txt", "exercises/05_modify_qp_rtr.rs"] {
+        std::fs::copy(handins.join("s02-holes").join(file), copy.join(file)).unwrap();
+    }
+    let mut intended = read(&handins.join("intended.tsv"));
+    intended += "s12-copy\tfail\ta hole is still empty\n";
+    std::fs::write(handins.join("intended.tsv"), intended).unwrap();
 
     // A student's own hand-in, pushed: the reference's stage, in their exercises/.
     let remote = dir.join("remote.git");
@@ -87,15 +96,16 @@ fn a_class_of_every_kind_grades_as_intended() {
     }
     let forged = read(&class.join("reports/junit/s11-forged.xml"));
     assert!(forged.contains("failures=\"1\""), "the forged self-check counted:\n{forged}");
-    // Its file is the `holes` one, built and run once for both; the report says so.
+    // The copy's file is the `holes` one, built and run once for both; the report says so.
+    let copied = read(&class.join("reports/junit/s12-copy.xml"));
     let same = "<property name=\"same_file_as:exercises/05_modify_qp_rtr.rs\" value=\"s02-holes\"/>";
-    assert!(forged.contains(same), "{forged}");
+    assert!(copied.contains(same), "{copied}");
     let junit = read(&class.join(format!("reports/junit/{account}.xml")));
     assert!(junit.contains(&format!("<property name=\"commit\" value=\"{}\"/>", pushed.trim())), "{junit}");
     let csv = read(&class.join("reports/moodle.csv"));
     let rows: Vec<Vec<String>> = csv.lines().map(csv_fields).collect();
     assert_eq!(rows[0], ["username", "05_modify_qp_rtr", "total", "feedback"]);
-    assert_eq!(rows.len(), 13, "a header and 12 students:\n{csv}");
+    assert_eq!(rows.len(), 14, "a header and 13 students:\n{csv}");
     for row in &rows[1..] {
         assert_eq!(row.len(), 4, "{row:?}");
         assert_eq!(row[1], if row[0] == "s01-complete" || row[0] == account { "1" } else { "0" }, "{row:?}");

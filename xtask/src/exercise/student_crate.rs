@@ -109,8 +109,8 @@ fn tables(manifest: &str) -> Vec<(String, Vec<&str>)> {
     tables
 }
 
-/// The workspace a class is built in (`cargo xtask grade`): one cargo run builds every
-/// student's crates side by side and shares their dependencies. Its manifest is the
+/// The workspace a class is built in (`cargo xtask grade`): a crate per graded step, whose
+/// builds share their dependencies. Its manifest is the
 /// project's `[workspace…]` and `[profile…]` tables (profiles and lints are a workspace's,
 /// not a member's) with `members` the crates given, relative to `build`.
 pub(crate) fn class_workspace(project: &Path, build: &Path, members: &[String]) -> Result<(), String> {
@@ -129,8 +129,10 @@ pub(crate) fn class_workspace(project: &Path, build: &Path, members: &[String]) 
         }
     }
     if !text.lines().any(|l| l == "[profile.dev]") {
-        // Each crate is built once: no incremental state to keep, no debugger to feed.
-        toml += "\n[profile.dev]\ndebug = 0\nincremental = false\n";
+        // A step's crate is built once per different file, each build but the stage file
+        // the same as the last: incremental compilation reuses what the stage does not
+        // touch. No debugger to feed.
+        toml += "\n[profile.dev]\ndebug = 0\nincremental = true\n";
     }
     std::fs::create_dir_all(build).map_err(io_error(build))?;
     write_if_changed(&build.join("Cargo.toml"), toml.as_bytes())?;
@@ -142,23 +144,29 @@ pub(crate) fn class_workspace(project: &Path, build: &Path, members: &[String]) 
     Ok(())
 }
 
-/// One student's crate for step `bin` in a class's workspace, at `krate`: a member of it
-/// (no `[workspace]`, `[profile]` or tests' tables), with step `bin` its one binary, the
-/// package and binary named after `prefix` (`alice-`), so no two students' binaries share
-/// a name in the one target directory. Every file is a copy, not a link: the grader hides the project's sources
-/// from the students' code in the lab VM, so the copy must not need them, and it leaves
-/// out the stage the student wrote, so the reference's answer is not in it.
+/// The crate of a class's workspace that builds step `bin`, at `krate`: a member of it (no
+/// `[workspace]`, `[profile]` or tests' tables), with step `bin` its one binary, the package
+/// and binary named after `prefix` (`grade-`), so they do not take the reference's names in
+/// the one target directory. With `hollow` (the exercise, holes and all: the reference's
+/// answer is not in it) as its library's `stage_file`, the student's file, at `student` (an
+/// absolute path), is a module of the binary, which uses it in place of the library's: a
+/// student's build compiles the binary, not the library, which is built once, on the host.
+/// Without, the student's file is to be the library's `stage_file` (`student` is that
+/// path). Every file is a copy, not a link: the grader hides the project's sources from the
+/// students' code in the lab VM, so the copy must not need them.
 pub(crate) fn class_crate(
     project: &Path,
     krate: &Path,
     prefix: &str,
     bin: &str,
     stage_file: &str,
+    hollow: Option<&str>,
     student: &Path,
 ) -> Result<(), String> {
     let manifest = project.join("Cargo.toml");
     let text = std::fs::read_to_string(&manifest).map_err(io_error(&manifest))?;
     let mut toml = String::new();
+    let mut step_file = None;
     for (header, lines) in tables(&text) {
         let member_of_class = header.starts_with("[workspace") || header.starts_with("[profile");
         // Of the steps, only the one graded: the others would be built for nothing.
@@ -168,6 +176,9 @@ pub(crate) fn class_crate(
         }
         for line in lines {
             let name = line.strip_prefix("name = \"").and_then(|n| n.strip_suffix('"'));
+            if header == "[[bin]]" {
+                step_file = step_file.or(line.strip_prefix("path = \"").and_then(|p| p.strip_suffix('"')));
+            }
             match name {
                 Some("rdma-dissect") => toml += &format!("name = \"rdma-dissect-{prefix}{bin}\"\n"),
                 Some(name) if header == "[[bin]]" => toml += &format!("name = \"{prefix}{name}\"\n"),
@@ -175,6 +186,7 @@ pub(crate) fn class_crate(
             }
         }
     }
+    let step_file = step_file.ok_or_else(|| format!("{}: no [[bin]] `{bin}` with a path", manifest.display()))?;
     toml += "\n[lib]\nname = \"rdma_dissect\"\npath = \"src/lib.rs\"\n";
     if krate.exists() {
         std::fs::remove_dir_all(krate).map_err(io_error(krate))?;
@@ -184,9 +196,28 @@ pub(crate) fn class_crate(
     for dir in LINKED.iter().chain(&["src"]) {
         copy_tree(&project.join(dir), &krate.join(dir))?;
     }
+    let Some(hollow) = hollow else { return Ok(()) };
     let stage = krate.join(stage_file);
-    std::fs::copy(student, &stage).map_err(io_error(student))?;
-    Ok(())
+    std::fs::write(&stage, hollow).map_err(io_error(&stage))?;
+    let dir = student.parent().ok_or_else(|| format!("{}: not a file's path", student.display()))?;
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    // The step's own code, unchanged but for where it takes the stage from: `crate::`
+    // paths in the student's file reach the library through the glob.
+    let module = Path::new(stage_file).file_stem().and_then(|m| m.to_str()).ok_or("a stage file is NAME.rs")?;
+    let path = student
+        .to_str()
+        .filter(|p| !p.contains(['"', '\\']))
+        .ok_or_else(|| format!("{}: a path with `\"` or `\\` cannot be a module's", student.display()))?;
+    let step = krate.join(step_file);
+    let code = std::fs::read_to_string(&step).map_err(io_error(&step))?;
+    let code = code.replace(&format!("rdma_dissect::stages::{module}"), &format!("crate::stages::{module}"));
+    let wrapper = format!(
+        "\n// cargo xtask grade: the student's stage, in place of the library's.\n\
+         #[allow(unused_imports)]\nuse rdma_dissect::*;\n\
+         #[allow(dead_code, unused_imports)]\nmod stages {{\n    pub use rdma_dissect::stages::*;\n    \
+         #[path = \"{path}\"]\n    pub mod {module};\n}}\n"
+    );
+    std::fs::write(&step, code + &wrapper).map_err(io_error(&step))
 }
 
 /// `cp -r from to` for a tree of directories and regular files (symlinks are followed).

@@ -5,11 +5,11 @@
 //! ```text
 //! grade manifest EXERCISES ACCOUNT HOST TIME COMMIT   a hand-in's manifest (lab/submit)
 //! grade prepare CLASS STEPS                           (host) the hand-ins not graded yet,
-//!                                                     as crates of one workspace
-//! grade prebuild CLASS                                (host) the dependencies they share,
-//!                                                     from the reference's crate
-//! grade vm CLASS                                      (root, in the lab VM) build them and
-//!                                                     grade them, student by student
+//!                                                     and a crate per step to build them in
+//! grade prebuild CLASS                                (host) those crates with the
+//!                                                     reference's stages, and their dependencies
+//! grade vm CLASS                                      (root, in the lab VM) build the hand-ins'
+//!                                                     files and grade them, student by student
 //! grade bounded UID MAX SECONDS PROGRAM ARGS…         (root, in the VM) one bounded run
 //! grade report CLASS                                  JUnit per student, moodle.csv,
 //!                                                     Gradescope's results.json
@@ -20,8 +20,10 @@
 //!
 //! CLASS is a directory: `incoming/NAME/` the hand-ins as handed in (lab/grade unpacks
 //! them; `origin/NAME` says from where), `students/NAME/handin.tsv` what the grader took
-//! (files and their SHA-256), `build/` and `target/` the students' crates (one per
-//! different file, named by its SHA-256) and their builds, `results/NAME.tsv` the
+//! (files and their SHA-256), `handed/` each different file once (named by its SHA-256),
+//! `build/` a crate per graded step that each file is built in, in turn, `target/` their
+//! builds (the host's; the VM's stay in its memory), `bins/` the programs built from the
+//! files, `build.log` the compiler's messages, `results/NAME.tsv` the
 //! verdicts (a student is graded once: what is there is kept, so an interrupted grading
 //! resumes), `reports/`.
 //!
@@ -37,23 +39,18 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::exercise::{self, append_result, class_crate, class_workspace, ReferenceRuns, DEADLINE};
 
-/// A student's name in CLASS (a directory, a cargo package and binary name part); it
-/// starts with a letter or digit, so it is never [`REFERENCE`].
+/// A student's name in CLASS (a directory and file name part); it starts with a letter or
+/// digit.
 fn valid_name(name: &str) -> bool {
     name.len() <= 64
         && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
-
-/// The crate of the class's workspace that lab/grade builds on the host, before the VM:
-/// the reference's, so the dependencies the students' crates share are built once, from
-/// trusted code. It is out of the workspace, and its sources gone, before the students'
-/// build.
-const REFERENCE: &str = "_reference";
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{}: {e}", path.display())
@@ -82,16 +79,74 @@ fn graded_steps(class: &Path) -> Result<Vec<testkit::Step>, String> {
     Ok(testkit::load_steps()?.into_iter().filter(|s| wanted.contains(&s.bin.as_str())).collect())
 }
 
-/// The crate a hand-in's file is built in, named after the file's SHA-256: hand-ins of the
-/// same file share one crate and one build (a class's untouched templates, a copied
-/// answer), and no student's name is in another's compiler messages.
-fn crate_dir(sha256: &str) -> String {
-    format!("sha256-{}", &sha256[..16.min(sha256.len())])
+/// The name of a hand-in's file of step `bin` in CLASS (`handed/KEY.rs`, `bins/KEY`), after
+/// its SHA-256: hand-ins of the same file share one build and one run (a class's untouched
+/// templates, a copied answer).
+fn file_key(sha256: &str, bin: &str) -> String {
+    format!("sha256-{}-{bin}", &sha256[..16.min(sha256.len())])
 }
 
-/// The workspace member (`DIR/BIN`) that builds the file of SHA-256 `sha256` as step `bin`.
-fn member(sha256: &str, bin: &str) -> String {
-    format!("{}/{bin}", crate_dir(sha256))
+/// Whether, in the library, only other stages and break-it cases name `stage`: then the
+/// step's own code is the one way into it, and a student's file can be a module of the
+/// step's binary (see [`class_crate`]), the library's stage the exercise's holes. Where
+/// other code names it (the CLI takes stage 01's types, rping's code calls stage 07's and
+/// 10's), that code would reach the holes: the student's file takes the stage's place in
+/// the library, which each build then compiles again. Comments do not count; a word that
+/// only looks like the stage's name does, which costs time, never a verdict.
+fn only_stages_use(project: &Path, stage: &str) -> Result<bool, String> {
+    fn sources(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
+        for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+            let path = entry.map_err(io(dir))?.path();
+            if path.is_dir() {
+                sources(&path, out)?;
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let src = project.join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files)?;
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    for file in files.iter().filter(|f| !f.starts_with(src.join("stages")) && !f.starts_with(src.join("breakit"))) {
+        let text = std::fs::read_to_string(file).map_err(io(file))?;
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            let named = line
+                .match_indices(stage)
+                .any(|(at, _)| !word(line[..at].chars().next_back()) && !word(line[at + stage.len()..].chars().next()));
+            if named {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Where a file handed in for `step` is built, one after the other: a module of the step's
+/// crate's binary, or its library's stage (see [`only_stages_use`]).
+fn student_file(class: &Path, step: &testkit::Step) -> PathBuf {
+    let (krate, file) = (class.join("build").join(&step.bin), format!("{}.rs", step.stage()));
+    let module = krate.join("student");
+    if module.is_dir() {
+        module.join(file)
+    } else {
+        krate.join("src/stages").join(file)
+    }
+}
+
+/// The package of the class's workspace that builds step `bin`, and its binary's name
+/// (`grade-BIN`): no student's name, so none is in another's compiler messages.
+fn step_package(bin: &str) -> String {
+    format!("rdma-dissect-grade-{bin}")
+}
+
+/// The SHA-256 of the file of step `bin` in a students/NAME/handin.tsv's key-values.
+fn file_sha(handin: &[(String, String)], bin: &str) -> Option<String> {
+    handin
+        .iter()
+        .find_map(|(k, v)| (k == "file").then(|| v.strip_prefix(&format!("{bin}\t"))).flatten())
+        .map(String::from)
 }
 
 fn done(class: &Path, name: &str) -> bool {
@@ -105,9 +160,10 @@ fn key_values(path: &Path) -> Vec<(String, String)> {
 }
 
 /// `grade prepare CLASS STEPS`: takes every hand-in not graded yet, writes what was taken
-/// (students/NAME/handin.tsv) and its crates, and the workspace that builds them all.
-/// STEPS is `all` or step numbers separated by commas. Prints how many crates there are to
-/// build.
+/// (students/NAME/handin.tsv), each different file (handed/), and the workspace of a crate
+/// per step that builds them, each crate with the reference's stage until `grade prebuild`
+/// has built it. STEPS is `all` or step numbers separated by commas. Prints how many
+/// different files there are to build.
 fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
     let project = exercise::root()?;
     let all = testkit::load_steps()?;
@@ -123,7 +179,9 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
     };
     let list: String = chosen.iter().map(|s| format!("{}\n", s.bin)).collect();
     std::fs::write(class.join("steps.txt"), list).map_err(io(class))?;
-    let (mut members, mut pending) = (Vec::new(), 0);
+    let (mut keys, mut crates, mut pending) = (Vec::new(), Vec::new(), 0);
+    let handed = class.join("handed");
+    std::fs::create_dir_all(&handed).map_err(io(&handed))?;
     let names = students(class)?;
     for name in &names {
         if done(class, name) {
@@ -156,21 +214,19 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
             Ok(files) => {
                 for f in files.iter() {
                     let _ = writeln!(record, "file\t{}\t{}", f.bin, f.sha256);
-                    let Some(step) = chosen.iter().find(|s| s.bin == f.bin) else { continue };
-                    let member = member(&f.sha256, &f.bin);
-                    if members.contains(&member) {
+                    if !chosen.iter().any(|s| s.bin == f.bin) {
                         continue;
                     }
-                    let stage_file = format!("src/stages/{}.rs", step.stage());
-                    class_crate(
-                        &project,
-                        &class.join("build").join(&member),
-                        &format!("{}-", crate_dir(&f.sha256)),
-                        &f.bin,
-                        &stage_file,
-                        &f.path,
-                    )?;
-                    members.push(member);
+                    let key = file_key(&f.sha256, &f.bin);
+                    if keys.contains(&key) {
+                        continue;
+                    }
+                    let copy = handed.join(format!("{key}.rs"));
+                    std::fs::copy(&f.path, &copy).map_err(io(&f.path))?;
+                    keys.push(key);
+                    if !crates.contains(&f.bin) {
+                        crates.push(f.bin.clone());
+                    }
                 }
             }
             Err(e) => {
@@ -179,38 +235,33 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
         }
         std::fs::write(dir.join("handin.tsv"), record).map_err(io(&dir))?;
     }
-    if let Some(step) = chosen.first().filter(|_| !members.is_empty()) {
+    for step in chosen.iter().filter(|s| crates.contains(&s.bin)) {
         let stage_file = format!("src/stages/{}.rs", step.stage());
-        let member = format!("{REFERENCE}/{}", step.bin);
-        class_crate(
-            &project,
-            &class.join("build").join(&member),
-            "reference-",
-            &step.bin,
-            &stage_file,
-            &project.join(&stage_file),
-        )?;
-        members.push(member);
+        let krate = class.join("build").join(&step.bin);
+        let (hollow, student) = if only_stages_use(&project, step.stage())? {
+            (Some(exercise::exercise_text(step.nn())?), krate.join("student").join(format!("{}.rs", step.stage())))
+        } else {
+            (None, krate.join(&stage_file))
+        };
+        class_crate(&project, &krate, "grade-", &step.bin, &stage_file, hollow.as_deref(), &student)?;
     }
-    class_workspace(&project, &class.join("build"), &members)?;
-    println!("{} students, {pending} to grade, {} crates to build", names.len(), members.len().saturating_sub(1));
+    class_workspace(&project, &class.join("build"), &crates)?;
+    println!("{} students, {pending} to grade, {} different files to build", names.len(), keys.len());
     Ok(())
 }
 
-/// The compiler's messages about one crate (`NAME/BIN/…` paths), with the student's own
-/// file named as they know it.
-fn build_errors(log: &str, member: &str, stage_file: &str, bin: &str) -> String {
-    let mut out = String::new();
-    for block in log.split("\n\n") {
-        if block.contains(&format!("{member}/")) {
-            out += &block
-                .replace(&format!("{member}/{stage_file}"), &format!("exercises/{bin}.rs"))
-                .replace(&format!("{member}/"), "");
-            out += "\n\n";
-        }
+/// The compiler's messages about `student`, a file built as step `bin` in `build` (CLASS/
+/// build, where cargo runs: it names a module of the library by its path from there, one
+/// of a binary by the absolute path), with the student's own file named as they know it.
+fn build_errors(log: &str, build: &Path, student: &Path, bin: &str) -> String {
+    let mine = format!("exercises/{bin}.rs");
+    let mut out = log.replace(&student.display().to_string(), &mine);
+    if let Ok(relative) = student.strip_prefix(build) {
+        out = out.replace(&relative.display().to_string(), &mine);
     }
-    if out.is_empty() {
-        "(the compiler said nothing about this crate: see the class's build/build.log)".into()
+    let out = out.replace(&format!("{bin}/"), "");
+    if out.trim().is_empty() {
+        "(the compiler said nothing about this file: see the class's build.log)".into()
     } else {
         out.trim_end().to_string()
     }
@@ -236,81 +287,123 @@ fn class_env(cargo: &mut Command, class: &Path, tools: &sandbox::Toolchain) -> R
     Ok(())
 }
 
-/// `grade prebuild CLASS` (host): builds the reference's crate of the class's workspace,
-/// and with it every dependency the students' crates share, from trusted code, natively.
+/// `grade prebuild CLASS` (host): builds each step's crate of the class's workspace,
+/// natively, from trusted code: the dependencies and the library the students' builds
+/// share, and, with the reference's stage as the student's file, the binary whose
+/// incremental state their builds start from (and the proof that the reference builds that
+/// way). Then that copy of the reference's stage goes: none is left for the students' code
+/// in the VM.
 fn prebuild_cmd(class: &Path) -> Result<(), String> {
     let tools = sandbox::Toolchain::find()?;
-    let reference = class.join("build").join(REFERENCE);
-    let bin = std::fs::read_dir(&reference)
-        .map_err(io(&reference))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .next()
-        .ok_or_else(|| format!("{}: no crate to build", reference.display()))?;
-    let mut cargo = Command::new(tools.bin.join("cargo"));
-    class_env(&mut cargo, class, &tools)?;
-    let status = cargo
-        .args(["build", "--offline", "--bins", "--quiet", "--package", &format!("rdma-dissect-reference-{bin}")])
-        .status()
-        .map_err(|e| format!("cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("the reference's crate did not build ({status}): see the messages above"))
+    for step in graded_steps(class)? {
+        let krate = class.join("build").join(&step.bin);
+        if !krate.is_dir() {
+            continue;
+        }
+        let (project, student) = (exercise::root()?, student_file(class, &step));
+        let reference = project.join(format!("src/stages/{}.rs", step.stage()));
+        std::fs::copy(&reference, &student).map_err(io(&reference))?;
+        let mut cargo = Command::new(tools.bin.join("cargo"));
+        class_env(&mut cargo, class, &tools)?;
+        let status = cargo
+            .args(["build", "--offline", "--bins", "--quiet", "--package", &step_package(&step.bin)])
+            .status()
+            .map_err(|e| format!("cargo: {e}"));
+        std::fs::remove_file(&student).map_err(io(&student))?;
+        let status = status?;
+        if !status.success() {
+            return Err(format!(
+                "{} did not build as a student's file of {} ({status}): see the messages above",
+                reference.display(),
+                step.bin
+            ));
+        }
     }
+    Ok(())
 }
 
-/// Builds every crate of CLASS/build as [`sandbox::BUILD_UID`]: one cargo run, keeping on
-/// past a crate that does not compile. The log is CLASS/build/build.log.
-fn build_class(class: &Path) -> Result<String, String> {
-    let (build, target) = (class.join("build"), class.join("target"));
+/// What the builder says of a file built: its key, and the compiler's messages when it
+/// did not compile.
+type Built = (String, Option<String>);
+
+/// Builds each file of `files` (its key in CLASS/handed and its step) as
+/// [`sandbox::BUILD_UID`], one after the other in its step's crate, the file its binary's
+/// stage module (each build compiles the binary again, not the library) or its library's
+/// stage: incremental compilation reuses what the file does not touch. A program built goes
+/// to CLASS/bins/KEY, and `built` hears of each file as it is done, while the students
+/// built before are run; it stops early when `stop` is set. Every message is appended to
+/// CLASS/build.log.
+fn build_files(
+    class: &Path,
+    files: &[(String, &testkit::Step)],
+    built: std::sync::mpsc::Sender<Built>,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let (build, target, bins) = (class.join("build"), class.join("target"), class.join("bins"));
     let home = class.join("home");
     let tools = sandbox::Toolchain::find()?;
-    for dir in [&target, &home] {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    if bins.exists() {
+        std::fs::remove_dir_all(&bins).map_err(io(&bins))?;
     }
-    // The reference's crate made the dependencies on the host: out it goes (see REFERENCE).
-    let members: Vec<String> = std::fs::read_dir(&build)
-        .map_err(io(&build))?
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .filter(|n| valid_name(n))
-        .flat_map(|n| {
-            let dir = build.join(&n);
-            std::fs::read_dir(dir)
-                .into_iter()
-                .flatten()
-                .filter_map(move |e| e.ok().map(|e| format!("{n}/{}", e.file_name().to_string_lossy())))
-        })
-        .collect();
-    let project = exercise::root()?;
-    class_workspace(&project, &build, &members)?;
-    let reference = build.join(REFERENCE);
-    if reference.exists() {
-        std::fs::remove_dir_all(&reference).map_err(io(&reference))?;
+    for dir in [&target, &home, &bins] {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
     for path in [&tools.bin, &tools.cargo_home.join("registry/src"), class] {
         sandbox::let_through(path)?;
     }
     sandbox::open_cargo_home(&tools.cargo_home)?;
+    // The build's account owns what it writes, in the VM's memory (the host's builds, the
+    // dependencies and the reference's, are where it starts; what it makes need not
+    // outlive the VM: the programs are copied to CLASS/bins): the students' programs, run
+    // meanwhile as accounts of their own, cannot write there.
     for dir in [&build, &target, &home] {
-        sandbox::set_writable(dir, true)?;
+        sandbox::in_memory(dir)?;
+        sandbox::give(dir, sandbox::BUILD_UID)?;
     }
-    let mut cargo = sandbox::as_student(sandbox::BUILD_UID, &tools.bin.join("cargo"));
-    class_env(&mut cargo, class, &tools)?;
-    let out = cargo
-        .args(["build", "--offline", "--keep-going", "--bins", "--quiet"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cargo: {e}"));
-    // The process bound is the students' programs'; the build's rustc threads count too.
-    for dir in [&build, &target, &home] {
-        sandbox::set_writable(dir, false)?;
+    let log_path = class.join("build.log");
+    let mut log = String::new();
+    for (i, (key, step)) in files.iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let t = Instant::now();
+        let handed = class.join("handed").join(format!("{key}.rs"));
+        std::fs::copy(&handed, student_file(class, step)).map_err(io(&handed))?;
+        // At the lowest priority: the students' runs, side by side, come first.
+        let mut cargo = sandbox::as_student(sandbox::BUILD_UID, Path::new("nice"));
+        class_env(&mut cargo, class, &tools)?;
+        let out = cargo
+            .args(["-n", "19"])
+            .arg(tools.bin.join("cargo"))
+            .args(["build", "--offline", "--bins", "--quiet", "--package", &step_package(&step.bin)])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cargo: {e}"))?;
+        let messages = String::from_utf8_lossy(&out.stderr).into_owned();
+        let _ = writeln!(log, "== {key}\n{messages}");
+        std::fs::write(&log_path, &log).map_err(io(&log_path))?;
+        let (errors, verdict) = if out.status.success() {
+            let program = target.join("debug").join(format!("grade-{}", step.bin));
+            std::fs::copy(&program, bins.join(key)).map_err(io(&program))?;
+            (None, "")
+        } else {
+            (Some(messages), ", does not compile")
+        };
+        eprintln!("grade: [{}/{}] built {key} ({:.1} s{verdict})", i + 1, files.len(), t.elapsed().as_secs_f64());
+        if built.send((key.clone(), errors)).is_err() {
+            break;
+        }
     }
-    let out = out?;
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    std::fs::write(build.join("build.log"), &log).map_err(io(&build))?;
-    Ok(log)
+    Ok(())
 }
+
+/// A student's program may run this many times as long as the reference's slowest run of
+/// its step, measured in the same boot: an infinite loop or a fork bomb ends soon, a slow
+/// but working program has room.
+const BOUND_FACTOR: f64 = 4.0;
+/// … and at least this long (s): longer than our programs wait for a peer that never comes
+/// (`--timeout 10`), so such a program still says so itself.
+const BOUND_FLOOR: u64 = 15;
 
 /// The exit status of `grade vm` when the reference itself failed: the device or the lab
 /// is broken, and lab/grade boots again rather than fail a student.
@@ -321,8 +414,6 @@ const INFRASTRUCTURE: u8 = 3;
 fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
     testkit::require_device();
     let project = exercise::root()?;
-    let reference_dir =
-        std::env::current_exe().map_err(|e| e.to_string())?.parent().expect("in a directory").to_path_buf();
     let steps = graded_steps(class)?;
     let pending: Vec<String> = students(class)?.into_iter().filter(|n| !done(class, n)).collect();
     if pending.is_empty() {
@@ -330,17 +421,52 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
     }
     sandbox::hide_sources(&project)?;
     let start = Instant::now();
-    eprintln!("grade: building {} students' crates in the VM ...", pending.len());
-    let log = build_class(class)?;
-    eprintln!("grade: built in {:.0} s", start.elapsed().as_secs_f64());
+    let mut files: Vec<(String, &testkit::Step)> = Vec::new();
+    for name in &pending {
+        let handin = key_values(&class.join("students").join(name).join("handin.tsv"));
+        for step in &steps {
+            if let Some(sha) = file_sha(&handin, &step.bin) {
+                let key = file_key(&sha, &step.bin);
+                if !files.iter().any(|(k, _)| *k == key) {
+                    files.push((key, step));
+                }
+            }
+        }
+    }
+    eprintln!("grade: {} students, {} different files to build, in the VM ...", pending.len(), files.len());
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let stop = AtomicBool::new(false);
+    let (built, graded) = std::thread::scope(|scope| {
+        let builder = scope.spawn(|| build_files(class, &files, sender, &stop));
+        let graded = grade_students(class, &steps, &pending, &receiver);
+        stop.store(true, Ordering::SeqCst);
+        (builder.join().unwrap_or_else(|_| Err("the builder panicked".into())), graded)
+    });
+    built?;
+    let code = graded?;
+    eprintln!("grade: {} students graded in {:.0} s", pending.len(), start.elapsed().as_secs_f64());
+    Ok(code)
+}
+
+/// Grades the `pending` students one after the other, each as an account of its own, each
+/// once its files are built (`built`).
+fn grade_students(
+    class: &Path,
+    steps: &[testkit::Step],
+    pending: &[String],
+    built: &std::sync::mpsc::Receiver<Built>,
+) -> Result<ExitCode, String> {
+    let reference_dir =
+        std::env::current_exe().map_err(|e| e.to_string())?.parent().expect("in a directory").to_path_buf();
+    let mut compiled: HashMap<String, Option<String>> = HashMap::new();
     let wrappers = class.join("sandbox");
     std::fs::create_dir_all(&wrappers).map_err(io(&wrappers))?;
     let results = class.join("results");
     std::fs::create_dir_all(&results).map_err(io(&results))?;
-    let mut references: Vec<ReferenceRuns> = Vec::new();
-    // The verdict of each crate run, by member, and whose it was: a file handed in by
-    // several students is one program (one crate, built once), run once. Runs dominate
-    // a class whose files repeat (see the instructor's guide, "What a class costs").
+    // The reference's runs of each step, and how long a student's program may run.
+    let mut references: Vec<(ReferenceRuns, u64)> = Vec::new();
+    // The verdict of each file run, by key, and whose it was: a file handed in by several
+    // students is one program (built once), run once.
     let mut graded: HashMap<String, (Result<String, String>, String)> = HashMap::new();
     for (i, name) in pending.iter().enumerate() {
         let uid = sandbox::FIRST_RUN_UID + i as u32;
@@ -348,41 +474,50 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
         let handin_error = handin.iter().find(|(k, _)| k == "handin_error").map(|(_, v)| v.clone());
         let partial = results.join(format!("{name}.tsv.partial"));
         let _ = std::fs::remove_file(&partial);
-        for step in &steps {
+        for step in steps {
+            let sha = file_sha(&handin, &step.bin);
+            let key = file_key(sha.as_deref().unwrap_or_default(), &step.bin);
+            while sha.is_some() && !compiled.contains_key(&key) {
+                let (done, errors) = built.recv().map_err(|_| format!("the builds stopped before {key} was built"))?;
+                compiled.insert(done, errors);
+            }
             let t = Instant::now();
-            let sha = handin
-                .iter()
-                .find_map(|(k, v)| (k == "file").then(|| v.strip_prefix(&format!("{}\t", step.bin))).flatten());
-            let member = member(sha.unwrap_or_default(), &step.bin);
-            let exe = class.join("target/debug").join(format!("{}-{}", crate_dir(sha.unwrap_or_default()), step.bin));
             let mut same_as = None;
             let verdict = if let Some(e) = &handin_error {
                 Err(format!("the hand-in could not be taken: {e}"))
             } else if sha.is_none() {
                 Err(format!("not handed in: there is no exercises/{}.rs", step.bin))
-            } else if !exe.is_file() {
-                let stage_file = format!("src/stages/{}.rs", step.stage());
+            } else if let Some(Some(messages)) = compiled.get(&key) {
                 Err(format!(
                     "exercises/{}.rs does not compile:\n{}",
                     step.bin,
-                    build_errors(&log, &member, &stage_file, &step.bin)
+                    build_errors(messages, &class.join("build"), &student_file(class, step), &step.bin)
                 ))
-            } else if let Some((verdict, first)) = graded.get(&member) {
+            } else if let Some((verdict, first)) = graded.get(&key) {
                 same_as = Some(first.clone());
                 verdict.clone()
             } else {
-                let at = match references.iter().position(|r| r.nn() == step.nn()) {
+                let at = match references.iter().position(|(r, _)| r.nn() == step.nn()) {
                     Some(at) => at,
                     None => {
                         let reference = reference_dir.join(&step.bin);
-                        references.push(ReferenceRuns::new(step.nn(), &reference.to_string_lossy())?);
+                        let mut runs = ReferenceRuns::new(step.nn(), &reference.to_string_lossy())?;
+                        let slowest = runs.run_all();
+                        let bound = ((slowest.as_secs_f64() * BOUND_FACTOR).ceil() as u64)
+                            .clamp(BOUND_FLOOR, DEADLINE.as_secs() - 5);
+                        eprintln!(
+                            "grade: the reference's slowest run of {} took {:.1} s: a student's program may run {bound} s",
+                            step.bin,
+                            slowest.as_secs_f64()
+                        );
+                        references.push((runs, bound));
                         references.len() - 1
                     }
                 };
                 let wrapper = wrappers.join(format!("{name}-{}", step.bin));
-                sandbox::wrapper(&wrapper, uid, DEADLINE.as_secs() - 5, &exe)?;
+                sandbox::wrapper(&wrapper, uid, references[at].1, &class.join("bins").join(&key))?;
                 let verdict = exercise::grade(
-                    &mut references[at],
+                    &mut references[at].0,
                     &wrapper.to_string_lossy(),
                     &format!("exercises/{}.rs", step.bin),
                 );
@@ -393,7 +528,7 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
                         return Ok(ExitCode::from(INFRASTRUCTURE));
                     }
                 }
-                graded.insert(member.clone(), (verdict.clone(), name.clone()));
+                graded.insert(key.clone(), (verdict.clone(), name.clone()));
                 verdict
             };
             let seconds = t.elapsed().as_secs_f64();
@@ -408,7 +543,6 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
         }
         std::fs::rename(&partial, &final_path).map_err(io(&final_path))?;
     }
-    eprintln!("grade: {} students graded in {:.0} s", pending.len(), start.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)
 }
 

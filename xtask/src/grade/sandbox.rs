@@ -4,9 +4,11 @@
 //! The VM shares the host's root read-only and the project read-write (lab/run). In it,
 //! the grader (root) hides the project's sources (a tmpfs over `src/`, `book/`,
 //! `exercises/`: only the VM sees it), so neither a build nor a run can read the reference's
-//! answer there; the students' crates are copies that leave their own stage out. The
-//! students' builds run as [`BUILD_UID`], each student's programs as a uid of their own,
-//! none of them the host user that owns the project, the reference or the reports.
+//! answer there; the crates the students' files are built in are copies whose library
+//! holds the exercise's holes, or the student's file, in place of the stage. The students'
+//! builds run as [`BUILD_UID`], writing only to the VM's memory, each student's programs as
+//! a uid of their own, none of them the host user that owns the project, the reference or
+//! the reports.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -50,6 +52,33 @@ pub(crate) fn hide_sources(project: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Keeps what is written under `dir` in the VM's memory, for the rest of this boot: an
+/// overlay at the same path, `dir` below (read over the project's 9p share), the VM's
+/// `/run` (a tmpfs) above. A build writes thousands of small files (incremental
+/// compilation's state); over the share each is a round trip to the host, in memory it is
+/// not. `metacopy=on`: a `chown` (see [`give`]) copies a file's metadata up, not its data.
+/// What is written there is gone when the VM stops.
+pub(crate) fn in_memory(dir: &Path) -> Result<(), String> {
+    let lower = dir.to_str().filter(|d| !d.contains([',', ':', '\\'])).ok_or_else(|| {
+        format!("{}: a path with `,`, `:` or `\\` cannot be an overlay's (mount's options)", dir.display())
+    })?;
+    let name = dir.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{}: no name", dir.display()))?;
+    let (upper, work) = (format!("/run/grade/{name}/upper"), format!("/run/grade/{name}/work"));
+    for d in [&upper, &work] {
+        std::fs::create_dir_all(d).map_err(|e| format!("{d}: {e}"))?;
+    }
+    run(Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o"])
+        .arg(format!("lowerdir={lower},upperdir={upper},workdir={work},metacopy=on"))
+        .arg(dir))
+}
+
+/// Makes `uid` the owner of `dir` and everything below it (in the VM's memory: see
+/// [`in_memory`]), so that account, and no other but root, may write there.
+pub(crate) fn give(dir: &Path, uid: u32) -> Result<(), String> {
+    run(Command::new("chown").arg("-R").arg(format!("{uid}:{uid}")).arg(dir))
+}
+
 /// Lets `uid`s other than the owner reach `path`: `o+x` on each directory above it that
 /// lacks it (a home directory is 0700 on Debian). Above the project that is the VM's own
 /// throw-away copy of the host's root; inside the project it is the project's.
@@ -60,28 +89,6 @@ pub(crate) fn let_through(path: &Path) -> Result<(), String> {
         if mode & 0o001 == 0 {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o001))
                 .map_err(|e| format!("chmod o+x {}: {e}", dir.display()))?;
-        }
-    }
-    Ok(())
-}
-
-/// `chmod` on `dir` and everything below it: `writable` lets the build's account write
-/// there (cargo rewrites its lock files and Cargo.lock), else only the owner (the grader)
-/// may. Execute bits stay as they are.
-pub(crate) fn set_writable(dir: &Path, writable: bool) -> Result<(), String> {
-    let chmod = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("chmod {mode:o} {}: {e}", path.display()))
-    };
-    chmod(dir, if writable { 0o777 } else { 0o755 })?;
-    for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
-        let Ok(kind) = entry.file_type() else { continue };
-        if kind.is_dir() {
-            set_writable(&entry.path(), writable)?;
-        } else if kind.is_file() {
-            let mode = entry.metadata().map_err(|e| format!("{}: {e}", entry.path().display()))?.permissions().mode();
-            chmod(&entry.path(), if writable { mode | 0o666 } else { mode & !0o022 } & 0o7777)?;
         }
     }
     Ok(())

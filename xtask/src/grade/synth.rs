@@ -5,6 +5,10 @@
 //! stage with the most to get wrong), as an unpacked `lab/submit` hand-in: `NAME/exercises/
 //! 05_modify_qp_rtr.rs` and `NAME/manifest.txt`. `intended.tsv` says, per student, `pass`
 //! or `fail` and a phrase the report must hold.
+//!
+//! No two hand-ins are the same file, as in a real class: each carries its student's name
+//! in a comment, at the top or at the end. The grader builds and runs a file handed in
+//! twice once; a class of copies would measure that, not the grader.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -121,7 +125,9 @@ pub(crate) fn synth_cmd(out: &Path, n: usize) -> Result<(), String> {
     for i in 0..n {
         let kind = &KINDS[i % KINDS.len()];
         let name = format!("s{:02}-{}", i + 1, kind.name);
-        let text = (kind.make)(&reference, &project)?;
+        let made = (kind.make)(&reference, &project)?;
+        let mark = format!("// {name}'s hand-in for step {STEP}.\n");
+        let text = if i % 2 == 0 { mark + &made } else { made + "\n" + &mark };
         let dir = out.join(&name);
         std::fs::create_dir_all(dir.join("exercises")).map_err(|e| format!("{}: {e}", dir.display()))?;
         let file = dir.join(format!("exercises/{BIN}.rs"));
