@@ -10,11 +10,11 @@ fn project() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every shell script of the project: the executables under lab/ and book/ with a shell
+/// Every shell script of the project: the executables under lab/, lab/ci/ and book/ with a shell
 /// shebang, lab/common.sh (sourced) and .ci/run.
 fn scripts() -> Vec<PathBuf> {
     let mut all = vec![project().join("lab/common.sh"), project().join(".ci/run")];
-    for dir in ["lab", "book"] {
+    for dir in ["lab", "lab/ci", "book"] {
         for entry in std::fs::read_dir(project().join(dir)).unwrap() {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap_or_default();
