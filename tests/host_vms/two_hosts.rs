@@ -63,6 +63,21 @@ impl Run {
     fn local_psn(&self, host: &str) -> u32 {
         u32::from_str_radix(self.local(host, "PSN").trim_start_matches("0x"), 16).unwrap()
     }
+
+    /// Both hosts printed the statistics of a loop of `n` iterations.
+    fn assert_iters(&self, n: u32) {
+        for host in ["h1", "h2"] {
+            assert!(self.output.contains(&format!("[{host}] {n} iters in")), "{}", self.output);
+        }
+    }
+
+    /// The packets, in the order they crossed the wire, are exactly `expected`: (sender,
+    /// opcode, PSN) each.
+    fn assert_in_time(&self, expected: &[(&str, &str, u32)], what: &str) {
+        let seen: Vec<(&str, &str, u32)> =
+            self.packets.iter().map(|p| (p.src.as_str(), p.opcode.as_str(), p.psn)).collect();
+        assert_eq!(seen, expected, "{what}");
+    }
 }
 
 /// The runner (`xtask run`, testkit's runner) for step `step` on `port` across the two hosts: the
@@ -260,8 +275,7 @@ fn step_08_ping_pong_crosses_the_wire() {
     // Three round trips of one-packet messages (1024 bytes at path MTU 1024: SEND Only),
     // so the whole conversation fits on a page of the book.
     let run = across_two_hosts("08", "-n 3 -s 1024", "08");
-    assert!(run.output.contains("[h1] 3 iters in"), "{}", run.output);
-    assert!(run.output.contains("[h2] 3 iters in"), "{}", run.output);
+    run.assert_iters(3);
     let (client, server) = (run.local_psn("h2"), run.local_psn("h1"));
     // In time, the conversation is fixed by causality, so the test can demand it packet by
     // packet: ping i (client's PSN + i), its ACK, pong i (server's PSN + i), its ACK. The
@@ -276,8 +290,7 @@ fn step_08_ping_pong_crosses_the_wire() {
         expected.push(("192.0.2.1", "RC Send Only", (server + i) & 0xff_ffff));
         expected.push(("192.0.2.2", "RC Acknowledge", (server + i) & 0xff_ffff));
     }
-    let seen: Vec<(&str, &str, u32)> = run.packets.iter().map(|p| (p.src.as_str(), p.opcode.as_str(), p.psn)).collect();
-    assert_eq!(seen, expected, "not the ping, ACK, pong, ACK alternation, one PSN more per message each way");
+    run.assert_in_time(&expected, "not the ping, ACK, pong, ACK alternation, one PSN more per message each way");
     // Every SEND asks for its acknowledgement, and the ACK's MSN counts the messages the
     // responder has completed so far: i + 1.
     for (i, p) in run.packets.iter().enumerate() {
@@ -323,8 +336,7 @@ fn step_09_writes_with_the_exchanged_rkey_and_address() {
 #[test]
 fn step_11_datagrams_cross_the_wire_unacknowledged() {
     let run = across_two_hosts("11", "-n 3", "11");
-    assert!(run.output.contains("[h1] 3 iters in"), "{}", run.output);
-    assert!(run.output.contains("[h2] 3 iters in"), "{}", run.output);
+    run.assert_iters(3);
     let (client, server) = (run.local_psn("h2"), run.local_psn("h1"));
     // Causality fixes the order, as for 08: ping i (the client's PSN + i), then pong i
     // (the server's PSN + i), which the server sends only once ping i has arrived. A UD
@@ -335,8 +347,7 @@ fn step_11_datagrams_cross_the_wire_unacknowledged() {
         expected.push(("192.0.2.2", "UD Send Only", (client + i) & 0xff_ffff));
         expected.push(("192.0.2.1", "UD Send Only", (server + i) & 0xff_ffff));
     }
-    let seen: Vec<(&str, &str, u32)> = run.packets.iter().map(|p| (p.src.as_str(), p.opcode.as_str(), p.psn)).collect();
-    assert_eq!(seen, expected, "not ping, pong, one PSN more per datagram each way, and nothing else");
+    run.assert_in_time(&expected, "not ping, pong, one PSN more per datagram each way, and nothing else");
     for p in &run.packets {
         // Every datagram names the receiver's QP (the BTH) and carries the Q_Key that QP
         // was given at INIT and the sender's own QP number (the DETH): what the exchange
