@@ -210,7 +210,10 @@ pub(crate) fn class_crate(
         .ok_or_else(|| format!("{}: a path with `\"` or `\\` cannot be a module's", student.display()))?;
     let step = krate.join(step_file);
     let code = std::fs::read_to_string(&step).map_err(io_error(&step))?;
-    let code = code.replace(&format!("rdma_dissect::stages::{module}"), &format!("crate::stages::{module}"));
+    // Every stage path of the step goes through the binary's `stages` below, the library's
+    // stages but for the student's, which its own module shadows: a grouped import
+    // (`stages::{alloc_pd::alloc_pd, …}`) as well as a path naming the module.
+    let code = code.replace("rdma_dissect::stages::", "crate::stages::");
     let wrapper = format!(
         "\n// cargo xtask grade: the student's stage, in place of the library's.\n\
          #[allow(unused_imports)]\nuse rdma_dissect::*;\n\
