@@ -40,7 +40,7 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 #                   valgrind (memcheck), chromium (the book's DOM test), shellcheck
 RDMA_PACKAGES=(rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev rdmacm-utils iproute2)
 BUILD_PACKAGES=(gcc make pkg-config libclang-dev python3)
-VM_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils zstd)
+VM_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils zstd bubblewrap)
 TEST_PACKAGES=(tshark perftest valgrind chromium shellcheck)
 # Services and cloud-init's runcmd start with no HOME (lab/class's user-data runs lab/rxe
 # there): take the account's own from the password database.

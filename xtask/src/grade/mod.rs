@@ -8,9 +8,10 @@
 //!                                                     and a crate per step to build them in
 //! grade prebuild CLASS                                (host) those crates with the
 //!                                                     reference's stages, and their dependencies
-//! grade vm CLASS                                      (root, in the lab VM) build the hand-ins'
-//!                                                     files and grade them, student by student
-//! grade bounded UID MAX SECONDS PROGRAM ARGS…         (root, in the VM) one bounded run
+//! grade vm CLASS [--build-seconds N]                  (root, in the lab VM) build the hand-ins'
+//!                                                     files and grade them, student by student,
+//!                                                     each build bounded by N s (default 120)
+//! grade bounded UID SECONDS PROGRAM ARGS…             (root, in the VM) one sealed, bounded run
 //! grade report CLASS                                  JUnit per student, moodle.csv,
 //!                                                     Gradescope's results.json
 //! grade synth OUT N                                   a synthetic class of N hand-ins and
@@ -30,6 +31,7 @@
 //! A student's verdicts come only from what the grader ran here; nothing a student hands
 //! in besides the exercise files is read (their own `lab/check --junit` is a self-check).
 
+mod build;
 mod handin;
 mod reports;
 mod sandbox;
@@ -38,7 +40,7 @@ mod synth;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -267,136 +269,6 @@ fn build_errors(log: &str, build: &Path, student: &Path, bin: &str) -> String {
     }
 }
 
-/// Sets up `cargo` to build the class: the toolchain's own cargo and rustc (no rustup
-/// proxy), the cargo home's registry, CLASS/target, nothing else from the environment. The host's build of the reference's crate and the VM's of
-/// the students' run the same way, so the dependencies built on the host are the ones the
-/// students' crates use.
-fn class_env(cargo: &mut Command, class: &Path, tools: &sandbox::Toolchain) -> Result<(), String> {
-    let home = class.join("home");
-    for dir in [&class.join("target"), &home] {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-    }
-    cargo
-        .env_clear()
-        .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", tools.bin.display()))
-        .env("HOME", &home)
-        .env("CARGO_HOME", &tools.cargo_home)
-        .env("CARGO_TARGET_DIR", class.join("target"))
-        .env("CARGO_TERM_COLOR", "never")
-        .current_dir(class.join("build"));
-    Ok(())
-}
-
-/// `grade prebuild CLASS` (host): builds each step's crate of the class's workspace,
-/// natively, from trusted code: the dependencies and the library the students' builds
-/// share, and, with the reference's stage as the student's file, the binary whose
-/// incremental state their builds start from (and the proof that the reference builds that
-/// way). Then that copy of the reference's stage goes: none is left for the students' code
-/// in the VM.
-fn prebuild_cmd(class: &Path) -> Result<(), String> {
-    let tools = sandbox::Toolchain::find()?;
-    for step in graded_steps(class)? {
-        let krate = class.join("build").join(&step.bin);
-        if !krate.is_dir() {
-            continue;
-        }
-        let (project, student) = (exercise::root()?, student_file(class, &step));
-        let reference = project.join(format!("src/stages/{}.rs", step.stage()));
-        std::fs::copy(&reference, &student).map_err(io(&reference))?;
-        let mut cargo = Command::new(tools.bin.join("cargo"));
-        class_env(&mut cargo, class, &tools)?;
-        let status = cargo
-            .args(["build", "--offline", "--bins", "--quiet", "--package", &step_package(&step.bin)])
-            .status()
-            .map_err(|e| format!("cargo: {e}"));
-        std::fs::remove_file(&student).map_err(io(&student))?;
-        let status = status?;
-        if !status.success() {
-            return Err(format!(
-                "{} did not build as a student's file of {} ({status}): see the messages above",
-                reference.display(),
-                step.bin
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// What the builder says of a file built: its key, and the compiler's messages when it
-/// did not compile.
-type Built = (String, Option<String>);
-
-/// Builds each file of `files` (its key in CLASS/handed and its step) as
-/// [`sandbox::BUILD_UID`], one after the other in its step's crate, the file its binary's
-/// stage module (each build compiles the binary again, not the library) or its library's
-/// stage: incremental compilation reuses what the file does not touch. A program built goes
-/// to CLASS/bins/KEY, and `built` hears of each file as it is done, while the students
-/// built before are run; it stops early when `stop` is set. Every message is appended to
-/// CLASS/build.log.
-fn build_files(
-    class: &Path,
-    files: &[(String, &testkit::Step)],
-    built: std::sync::mpsc::Sender<Built>,
-    stop: &AtomicBool,
-) -> Result<(), String> {
-    let (build, target, bins) = (class.join("build"), class.join("target"), class.join("bins"));
-    let home = class.join("home");
-    let tools = sandbox::Toolchain::find()?;
-    if bins.exists() {
-        std::fs::remove_dir_all(&bins).map_err(io(&bins))?;
-    }
-    for dir in [&target, &home, &bins] {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-    }
-    for path in [&tools.bin, &tools.cargo_home.join("registry/src"), class] {
-        sandbox::let_through(path)?;
-    }
-    sandbox::open_cargo_home(&tools.cargo_home)?;
-    // The build's account owns what it writes, in the VM's memory (the host's builds, the
-    // dependencies and the reference's, are where it starts; what it makes need not
-    // outlive the VM: the programs are copied to CLASS/bins): the students' programs, run
-    // meanwhile as accounts of their own, cannot write there.
-    for dir in [&build, &target, &home] {
-        sandbox::in_memory(dir)?;
-        sandbox::give(dir, sandbox::BUILD_UID)?;
-    }
-    let log_path = class.join("build.log");
-    let mut log = String::new();
-    for (i, (key, step)) in files.iter().enumerate() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let t = Instant::now();
-        let handed = class.join("handed").join(format!("{key}.rs"));
-        std::fs::copy(&handed, student_file(class, step)).map_err(io(&handed))?;
-        // At the lowest priority: the students' runs, side by side, come first.
-        let mut cargo = sandbox::as_student(sandbox::BUILD_UID, Path::new("nice"));
-        class_env(&mut cargo, class, &tools)?;
-        let out = cargo
-            .args(["-n", "19"])
-            .arg(tools.bin.join("cargo"))
-            .args(["build", "--offline", "--bins", "--quiet", "--package", &step_package(&step.bin)])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cargo: {e}"))?;
-        let messages = String::from_utf8_lossy(&out.stderr).into_owned();
-        let _ = writeln!(log, "== {key}\n{messages}");
-        std::fs::write(&log_path, &log).map_err(io(&log_path))?;
-        let (errors, verdict) = if out.status.success() {
-            let program = target.join("debug").join(format!("grade-{}", step.bin));
-            std::fs::copy(&program, bins.join(key)).map_err(io(&program))?;
-            (None, "")
-        } else {
-            (Some(messages), ", does not compile")
-        };
-        eprintln!("grade: [{}/{}] built {key} ({:.1} s{verdict})", i + 1, files.len(), t.elapsed().as_secs_f64());
-        if built.send((key.clone(), errors)).is_err() {
-            break;
-        }
-    }
-    Ok(())
-}
-
 /// A student's program may run this many times as long as the reference's slowest run of
 /// its step, measured in the same boot: an infinite loop or a fork bomb ends soon, a slow
 /// but working program has room.
@@ -409,17 +281,16 @@ const BOUND_FLOOR: u64 = 15;
 /// is broken, and lab/grade boots again rather than fail a student.
 const INFRASTRUCTURE: u8 = 3;
 
-/// `grade vm CLASS` (root, in the lab VM): builds the pending students' crates, then
+/// `grade vm CLASS [--build-seconds N]` (root, in the lab VM): builds the pending students' files, then
 /// grades them one after the other, each as an account of its own.
-fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
+fn vm_cmd(class: &Path, build_seconds: u64) -> Result<ExitCode, String> {
     testkit::require_device();
-    let project = exercise::root()?;
     let steps = graded_steps(class)?;
     let pending: Vec<String> = students(class)?.into_iter().filter(|n| !done(class, n)).collect();
     if pending.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
-    sandbox::hide_sources(&project)?;
+    sandbox::cgroups()?;
     let start = Instant::now();
     let mut files: Vec<(String, &testkit::Step)> = Vec::new();
     for name in &pending {
@@ -437,7 +308,8 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
     let (sender, receiver) = std::sync::mpsc::channel();
     let stop = AtomicBool::new(false);
     let (built, graded) = std::thread::scope(|scope| {
-        let builder = scope.spawn(|| build_files(class, &files, sender, &stop));
+        let (limits, files, stop) = (sandbox::Limits { seconds: build_seconds, ..sandbox::BUILD }, &files, &stop);
+        let builder = scope.spawn(move || build::build_files(class, files, &limits, sender, stop));
         let graded = grade_students(class, &steps, &pending, &receiver);
         stop.store(true, Ordering::SeqCst);
         (builder.join().unwrap_or_else(|_| Err("the builder panicked".into())), graded)
@@ -454,7 +326,7 @@ fn grade_students(
     class: &Path,
     steps: &[testkit::Step],
     pending: &[String],
-    built: &std::sync::mpsc::Receiver<Built>,
+    built: &std::sync::mpsc::Receiver<build::Built>,
 ) -> Result<ExitCode, String> {
     let reference_dir =
         std::env::current_exe().map_err(|e| e.to_string())?.parent().expect("in a directory").to_path_buf();
@@ -487,6 +359,10 @@ fn grade_students(
                 Err(format!("the hand-in could not be taken: {e}"))
             } else if sha.is_none() {
                 Err(format!("not handed in: there is no exercises/{}.rs", step.bin))
+            } else if let Some(Some(stopped)) =
+                compiled.get(&key).filter(|m| m.as_ref().is_some_and(|m| m.starts_with("the build was stopped")))
+            {
+                Err(format!("exercises/{}.rs: {stopped}", step.bin))
             } else if let Some(Some(messages)) = compiled.get(&key) {
                 Err(format!(
                     "exercises/{}.rs does not compile:\n{}",
@@ -566,8 +442,12 @@ pub fn main(args: &[String]) -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("manifest") => handin::manifest_cmd(&args[1..]).map(|()| ExitCode::SUCCESS),
         Some("prepare") if args.len() == 3 => prepare_cmd(&class(1), &args[2]).map(|()| ExitCode::SUCCESS),
-        Some("prebuild") if args.len() == 2 => prebuild_cmd(&class(1)).map(|()| ExitCode::SUCCESS),
-        Some("vm") if args.len() == 2 => vm_cmd(&class(1)),
+        Some("prebuild") if args.len() == 2 => build::prebuild_cmd(&class(1)).map(|()| ExitCode::SUCCESS),
+        Some("vm") if args.len() == 2 => vm_cmd(&class(1), sandbox::BUILD.seconds),
+        Some("vm") if args.len() == 4 && args[2] == "--build-seconds" => match args[3].parse() {
+            Ok(seconds) => vm_cmd(&class(1), seconds),
+            Err(_) => Err(format!("not a number of seconds: {}", args[3])),
+        },
         Some("bounded") => sandbox::bounded_cmd(&args[1..]).map(|code| ExitCode::from(code.clamp(0, 255) as u8)),
         Some("report") if args.len() == 2 => exercise::root()
             .and_then(|project| reports::report_cmd(&class(1), &grader_version(&project)).map(|()| ExitCode::SUCCESS)),
@@ -577,7 +457,7 @@ pub fn main(args: &[String]) -> ExitCode {
         },
         Some("verify") if args.len() == 3 => synth::verify_cmd(&class(1), &class(2)).map(|()| ExitCode::SUCCESS),
         _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade prepare CLASS STEPS | \
-                  grade prebuild CLASS | grade vm CLASS | grade bounded UID MAX_OUTPUT SECONDS PROGRAM [ARGS...] | grade report CLASS | \
+                  grade prebuild CLASS | grade vm CLASS [--build-seconds N] | grade bounded UID SECONDS PROGRAM [ARGS...] | grade report CLASS | \
                   grade synth OUT N | grade verify CLASS INTENDED"
             .into()),
     };

@@ -1,36 +1,332 @@
-//! The lab VM as the sandbox: students' code is built and run there only, as accounts of
-//! their own, each run bounded in time, output and processes.
+//! The lab VM as the sandbox: students' code is built and run there only, each build and
+//! each run sealed in a view of its own and bounded.
 //!
-//! The VM shares the host's root read-only and the project read-write (lab/run). In it,
-//! the grader (root) hides the project's sources (a tmpfs over `src/`, `book/`,
-//! `exercises/`: only the VM sees it), so neither a build nor a run can read the reference's
-//! answer there; the crates the students' files are built in are copies whose library
-//! holds the exercise's holes, or the student's file, in place of the stage. The students'
-//! builds run as [`BUILD_UID`], writing only to the VM's memory, each student's programs as
-//! a uid of their own, none of them the host user that owns the project, the reference or
-//! the reports.
+//! The VM shares the host's root read-only and the project read-write (lab/run): reachable
+//! as is, the reference's binaries, the instructor's answers, the other students' files and
+//! the cargo home would all be there for a student's program to read, exec or overwrite
+//! (each was tried). So nothing a student wrote runs in that view. Each build and each run
+//! gets a mount namespace of its own, made by bubblewrap (Debian's `bubblewrap`, run by the
+//! grader as root), holding the system's programs and libraries read-only and only what
+//! that process needs besides (see [`View`]); it runs there as an account of its own
+//! (`setpriv`, no new privileges), in a cgroup of its own whose memory and process counts
+//! are bounded, for a bounded time and output ([`bounded`]). Its `/tmp` and `/dev/shm` are
+//! its own, in memory charged to its cgroup: they die with it, and count against its
+//! memory bound. It has its own PID, IPC and UTS namespaces: it sees no other process,
+//! and its System V IPC objects go with it.
 
+use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The account every student's build runs as in the VM.
 pub(crate) const BUILD_UID: u32 = 64000;
 /// Student `i` (of this grading run) runs as `FIRST_RUN_UID + i`.
 pub(crate) const FIRST_RUN_UID: u32 = 64001;
-/// At most this many processes (and threads) per student program: a fork bomb stops here.
-const MAX_PROCS: u32 = 64;
-/// At most this much output (stdout and stderr together) per student program; a trace is
-/// a few KiB.
-pub(crate) const MAX_OUTPUT: usize = 1 << 20;
 
-/// What the grader hides from the students' code in the VM: where the reference's answers
-/// and the instructor's guide are.
-const HIDDEN: [&str; 3] = ["src", "book", "exercises"];
+/// What one sandboxed process may use.
+pub(crate) struct Limits {
+    /// Wall-clock seconds.
+    pub(crate) seconds: u64,
+    /// Bytes of memory, its `/tmp` and `/dev/shm` included (the cgroup's `memory.max`).
+    pub(crate) memory: u64,
+    /// Processes and threads at once (`pids.max`): a fork bomb stops here.
+    pub(crate) pids: u32,
+    /// Bytes of output, stdout and stderr together; a trace is a few KiB.
+    pub(crate) output: usize,
+}
+
+/// A student's program, run opposite its peer: a ping-pong needs a few MiB.
+pub(crate) const RUN: Limits = Limits { seconds: 0, memory: 256 << 20, pids: 64, output: 1 << 20 };
+/// A student's build: cargo and rustc compiling one step's program (≈300 MiB seen for the
+/// library); the compiler's messages about one file.
+pub(crate) const BUILD: Limits = Limits { seconds: 120, memory: 1 << 30, pids: 256, output: 256 << 10 };
+
+/// How a bounded process ended.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Ended {
+    Status(i32),
+    Signal(i32),
+    /// Still running after its seconds.
+    Time,
+    /// More output than its bound.
+    Output,
+    /// Killed by the kernel for its cgroup's memory bound.
+    Memory,
+}
+
+impl Ended {
+    /// The grader's words for a bound the process hit, or `None` when it ended by itself.
+    pub(crate) fn bound(&self, limits: &Limits) -> Option<String> {
+        match self {
+            Ended::Time => Some(format!("still running after {} s (the grader's bound)", limits.seconds)),
+            Ended::Output => Some(format!("more than {} bytes of output (the grader's bound)", limits.output)),
+            Ended::Memory => Some(format!("more than {} MiB of memory (the grader's bound)", limits.memory >> 20)),
+            Ended::Status(_) | Ended::Signal(_) => None,
+        }
+    }
+}
+
+/// The filesystem a sandboxed process sees, as bubblewrap's arguments: the system's
+/// programs and libraries read-only, a `/dev` with only the harmless devices, its own
+/// `/proc`, `/tmp` and `/dev/shm`, no environment; then what [`View::ro`], [`View::rw`]
+/// and [`View::dev`] add, each at the path it has in the VM (a build reuses the host's
+/// incremental state only where every path is the same). No home directory, no project,
+/// no `/run`.
+pub(crate) struct View {
+    args: Vec<OsString>,
+    /// The directories made to hold what is bound (see [`View::bind`]).
+    made: Vec<PathBuf>,
+}
+
+impl View {
+    pub(crate) fn system() -> View {
+        let mut view = View { args: Vec::new(), made: Vec::new() };
+        view.arg("--ro-bind").arg("/usr").arg("/usr");
+        // Debian's merged /usr makes these links; an older root has directories.
+        for top in ["/bin", "/sbin", "/lib", "/lib64"] {
+            match std::fs::read_link(top) {
+                Ok(target) => view.arg("--symlink").arg(target).arg(top),
+                Err(_) if Path::new(top).is_dir() => view.arg("--ro-bind").arg(top).arg(top),
+                Err(_) => &mut view,
+            };
+        }
+        // The dynamic linker's cache, `cc` (an alternatives link), and where libibverbs
+        // finds its providers: system files, none of them the project's.
+        for etc in ["/etc/ld.so.cache", "/etc/alternatives", "/etc/libibverbs.d"].map(Path::new) {
+            if etc.exists() {
+                view = view.ro(etc);
+            }
+        }
+        view.arg("--dev").arg("/dev").arg("--proc").arg("/proc");
+        for tmp in ["/tmp", "/dev/shm"] {
+            view.arg("--perms").arg("1777").arg("--tmpfs").arg(tmp);
+        }
+        for flag in ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session"] {
+            view.arg(flag);
+        }
+        view.arg("--clearenv").env("PATH", "/usr/bin:/bin").env("HOME", "/tmp");
+        view
+    }
+
+    fn arg(&mut self, arg: impl Into<OsString>) -> &mut View {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// `from` from the VM at `at`, read-write or read-only. The directories above `at` are
+    /// made 0755 first: bubblewrap would copy each one's mode from the VM's, and a bind
+    /// under `/root` (0700, the toolchain's) would be out of the account's reach.
+    fn bind(mut self, flag: &str, from: &Path, at: &Path) -> View {
+        let above: Vec<PathBuf> = at.ancestors().skip(1).filter(|a| a.parent().is_some()).map(PathBuf::from).collect();
+        for dir in above.into_iter().rev() {
+            if !self.made.contains(&dir) {
+                self.arg("--perms").arg("0755").arg("--dir").arg(&dir);
+                self.made.push(dir);
+            }
+        }
+        self.arg(flag).arg(from).arg(at);
+        self
+    }
+
+    /// `path`, read-only.
+    pub(crate) fn ro(self, path: &Path) -> View {
+        self.bind("--ro-bind", path, path)
+    }
+
+    /// `path`, read-write (for what the account owns: see [`give`]).
+    pub(crate) fn rw(self, path: &Path) -> View {
+        self.bind("--bind", path, path)
+    }
+
+    /// `from` from the VM, read-write, at `at`.
+    pub(crate) fn rw_at(self, from: &Path, at: &Path) -> View {
+        self.bind("--bind", from, at)
+    }
+
+    /// The device files under `path` (`/dev/infiniband`).
+    pub(crate) fn dev(mut self, path: &Path) -> View {
+        self.arg("--dev-bind").arg(path).arg(path);
+        self
+    }
+
+    /// No network at all: not even loopback.
+    pub(crate) fn no_network(mut self) -> View {
+        self.arg("--unshare-net");
+        self
+    }
+
+    pub(crate) fn env(&mut self, key: &str, value: impl Into<OsString>) -> &mut View {
+        self.arg("--setenv").arg(key).arg(value)
+    }
+
+    pub(crate) fn chdir(mut self, dir: &Path) -> View {
+        self.arg("--chdir").arg(dir);
+        self
+    }
+
+    /// `program args…` in this view as `uid` (its group too, no other), unable to gain
+    /// privileges (a set-user-ID program stays what it is).
+    pub(crate) fn command(&self, uid: u32, program: &Path, args: &[OsString]) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec!["bwrap".into()];
+        argv.extend(self.args.iter().cloned());
+        let id = uid.to_string();
+        for a in ["--", "setpriv", "--reuid", &id, "--regid", &id, "--clear-groups", "--no-new-privs", "--"] {
+            argv.push(a.into());
+        }
+        argv.push(program.into());
+        argv.extend(args.iter().cloned());
+        argv
+    }
+}
+
+/// Where the grader's cgroups are.
+const CGROUPS: &str = "/sys/fs/cgroup";
+
+/// Makes the cgroup v2 hierarchy ready for [`bounded`]: mounted (the lab VM's init does not
+/// mount it), the memory and pids controllers given to `grade/`, where each sandboxed
+/// process gets a cgroup of its own.
+pub(crate) fn cgroups() -> Result<(), String> {
+    let root = Path::new(CGROUPS);
+    if !root.join("cgroup.controllers").exists() {
+        run(Command::new("mount").args(["-t", "cgroup2", "cgroup2", CGROUPS]))?;
+    }
+    let write = |path: PathBuf, what: &str| std::fs::write(&path, what).map_err(|e| format!("{}: {e}", path.display()));
+    write(root.join("cgroup.subtree_control"), "+memory +pids")?;
+    let grade = root.join("grade");
+    std::fs::create_dir_all(&grade).map_err(|e| format!("{}: {e}", grade.display()))?;
+    write(grade.join("cgroup.subtree_control"), "+memory +pids")
+}
+
+/// One process's cgroup: made with its bounds, emptied and removed when dropped.
+struct Cgroup {
+    path: PathBuf,
+}
+
+impl Cgroup {
+    fn new(name: &str, limits: &Limits) -> Result<Cgroup, String> {
+        let path = Path::new(CGROUPS).join("grade").join(name);
+        let _ = std::fs::remove_dir(&path);
+        std::fs::create_dir(&path).map_err(|e| format!("{}: {e} (was `grade vm`'s setup skipped?)", path.display()))?;
+        let cgroup = Cgroup { path };
+        // No swap in the lab VM; said anyway, so the bound is the memory's wherever this runs.
+        for (file, value) in [
+            ("memory.max", limits.memory.to_string()),
+            ("memory.swap.max", "0".into()),
+            ("pids.max", limits.pids.to_string()),
+        ] {
+            let path = cgroup.path.join(file);
+            if path.exists() {
+                std::fs::write(&path, value).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+        Ok(cgroup)
+    }
+
+    /// Every process in it, at once (`cgroup.kill`, Linux 5.14): what a fork bomb or a
+    /// program's children left behind too.
+    fn kill(&self) {
+        let _ = std::fs::write(self.path.join("cgroup.kill"), "1");
+    }
+
+    fn oom_killed(&self) -> bool {
+        let events = std::fs::read_to_string(self.path.join("memory.events")).unwrap_or_default();
+        events.lines().any(|l| l.strip_prefix("oom_kill ").is_some_and(|n| n.trim() != "0"))
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        self.kill();
+        // A killed process leaves its cgroup when it has exited: a moment.
+        for _ in 0..200 {
+            if std::fs::remove_dir(&self.path).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Copies `from` to `to` until `budget` (shared by stdout and stderr) is spent, then sets
+/// `flooded` and stops reading: the program's next write blocks, until it is killed.
+fn pump(mut from: impl Read, mut to: impl Write, budget: &AtomicUsize, flooded: &AtomicBool) {
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let left = budget.load(Ordering::SeqCst);
+        budget.fetch_sub(n.min(left), Ordering::SeqCst);
+        let _ = to.write_all(&buf[..n.min(left)]);
+        let _ = to.flush();
+        if n > left {
+            flooded.store(true, Ordering::SeqCst);
+            return;
+        }
+    }
+}
+
+/// Runs `argv` (a [`View::command`]) in a cgroup of its own named `name`, bounded by
+/// `limits`: its stdout and stderr go to `out` and `err` until the output bound; when it
+/// hits a bound, it and everything it started are killed.
+pub(crate) fn bounded(
+    argv: &[OsString],
+    name: &str,
+    limits: &Limits,
+    out: impl Write + Send,
+    err: impl Write + Send,
+) -> Result<Ended, String> {
+    let cgroup = Cgroup::new(name, limits)?;
+    // The shell joins the cgroup, then becomes bubblewrap: everything from there on is in it.
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg("echo $$ >\"$0\" && exec \"$@\"")
+        .arg(cgroup.path.join("cgroup.procs"))
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start bwrap: {e}"))?;
+    let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    let (budget, flooded) = (AtomicUsize::new(limits.output), AtomicBool::new(false));
+    let deadline = Instant::now() + Duration::from_secs(limits.seconds);
+    let status = std::thread::scope(|scope| {
+        scope.spawn(|| pump(stdout, out, &budget, &flooded));
+        scope.spawn(|| pump(stderr, err, &budget, &flooded));
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Ok(Some(status)),
+                Err(e) => break Err(e.to_string()),
+                Ok(None) => {}
+            }
+            if flooded.load(Ordering::SeqCst) || Instant::now() > deadline {
+                break Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Its children may hold the pipes open: they go, then the pumps end.
+        cgroup.kill();
+        let _ = child.kill();
+        let _ = child.wait();
+        status
+    })?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(match status {
+        _ if flooded.load(Ordering::SeqCst) => Ended::Output,
+        None => Ended::Time,
+        Some(_) if cgroup.oom_killed() => Ended::Memory,
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => Ended::Status(code),
+            (None, Some(sig)) => Ended::Signal(sig),
+            _ => Ended::Signal(0),
+        },
+    })
+}
 
 fn run(cmd: &mut Command) -> Result<(), String> {
     let status = cmd.status().map_err(|e| format!("{cmd:?}: {e}"))?;
@@ -39,17 +335,6 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     } else {
         Err(format!("{cmd:?}: {status}"))
     }
-}
-
-/// Hides the project's sources from everything that runs after, in this VM only.
-pub(crate) fn hide_sources(project: &Path) -> Result<(), String> {
-    for dir in HIDDEN {
-        let path = project.join(dir);
-        if path.is_dir() {
-            run(Command::new("mount").args(["-t", "tmpfs", "-o", "ro,size=4k,mode=0555", "hidden"]).arg(&path))?;
-        }
-    }
-    Ok(())
 }
 
 /// Keeps what is written under `dir` in the VM's memory, for the rest of this boot: an
@@ -79,40 +364,8 @@ pub(crate) fn give(dir: &Path, uid: u32) -> Result<(), String> {
     run(Command::new("chown").arg("-R").arg(format!("{uid}:{uid}")).arg(dir))
 }
 
-/// Lets `uid`s other than the owner reach `path`: `o+x` on each directory above it that
-/// lacks it (a home directory is 0700 on Debian). Above the project that is the VM's own
-/// throw-away copy of the host's root; inside the project it is the project's.
-pub(crate) fn let_through(path: &Path) -> Result<(), String> {
-    for dir in path.ancestors().skip(1) {
-        let Ok(meta) = dir.metadata() else { continue };
-        let mode = meta.permissions().mode();
-        if mode & 0o001 == 0 {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o001))
-                .map_err(|e| format!("chmod o+x {}: {e}", dir.display()))?;
-        }
-    }
-    Ok(())
-}
-
-/// Lets the build's account use the cargo home in this VM: cargo takes its lock files
-/// there. The VM's root filesystem is a throw-away copy: the host's cargo home is not
-/// touched.
-pub(crate) fn open_cargo_home(cargo_home: &Path) -> Result<(), String> {
-    let chmod = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("chmod {mode:o} {}: {e}", path.display()))
-    };
-    chmod(cargo_home, 0o777)?;
-    for entry in std::fs::read_dir(cargo_home).map_err(|e| format!("{}: {e}", cargo_home.display()))?.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_file()) {
-            chmod(&entry.path(), 0o666)?;
-        }
-    }
-    Ok(())
-}
-
-/// Ends every process of `uid` (what a fork bomb left behind). `kill -1` as that account
-/// signals exactly its processes.
+/// Ends every process of `uid` (what a program left behind outside its cgroup: nothing,
+/// unless the grader has a bug). `kill -1` as that account signals exactly its processes.
 pub(crate) fn kill_all(uid: u32) {
     let _ = Command::new("setpriv")
         .args(["--reuid", &uid.to_string(), "--regid", &uid.to_string(), "--clear-groups", "kill", "-KILL", "-1"])
@@ -120,119 +373,66 @@ pub(crate) fn kill_all(uid: u32) {
         .status();
 }
 
-/// A command that runs `program args` as `uid`, at most [`MAX_PROCS`] processes, no core
-/// file, no file written larger than 16 MiB.
-pub(crate) fn as_student(uid: u32, program: &Path) -> Command {
-    let mut cmd = Command::new("prlimit");
-    cmd.arg(format!("--nproc={MAX_PROCS}")).args(["--core=0", "--fsize=16777216", "--", "setpriv"]);
-    cmd.args(["--reuid", &uid.to_string(), "--regid", &uid.to_string(), "--clear-groups", "--"]).arg(program);
-    cmd
-}
+/// The environment a student's program gets from the grader's, besides PATH and HOME:
+/// the device it is told to use and how to print; nothing of the grader's own.
+const PASSED_ENV: [&str; 5] = ["NO_COLOR", "RDMA_DEVICE", "RDMA_IB_PORT", "RDMA_GID_INDEX", "RUST_BACKTRACE"];
 
-/// A shell script at `at` that runs `program` bounded as `uid` (through `grade bounded`):
-/// what the exercise grader runs in place of the student's binary.
+/// A shell script at `at` that runs `program` sealed and bounded as `uid` (through `grade
+/// bounded`): what the exercise grader runs in place of the student's binary.
 pub(crate) fn wrapper(at: &Path, uid: u32, seconds: u64, program: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
     let tool = std::env::current_exe().map_err(|e| format!("where is this grader? {e}"))?;
     let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
-    let script = format!(
-        "#!/bin/sh\nexec {} grade bounded {uid} {MAX_OUTPUT} {seconds} {} \"$@\"\n",
-        quote(&tool),
-        quote(program)
-    );
+    let script =
+        format!("#!/bin/sh\nexec {} grade bounded {uid} {seconds} {} \"$@\"\n", quote(&tool), quote(program));
     std::fs::write(at, script).map_err(|e| format!("{}: {e}", at.display()))?;
     std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).map_err(|e| format!("{}: {e}", at.display()))
 }
 
-/// Copies `from` to `to` until `budget` (shared by stdout and stderr) is spent, then sets
-/// `flooded` and stops reading: the program's next write fails.
-fn pump(mut from: impl Read, mut to: impl Write, budget: Arc<AtomicUsize>, flooded: Arc<AtomicBool>) {
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        let left = budget.load(Ordering::SeqCst);
-        budget.fetch_sub(n.min(left), Ordering::SeqCst);
-        let _ = to.write_all(&buf[..n.min(left)]);
-        let _ = to.flush();
-        if n > left {
-            flooded.store(true, Ordering::SeqCst);
-            return;
-        }
-    }
-}
-
-/// `grade bounded UID MAX_OUTPUT SECONDS PROGRAM ARGS…` (root, in the VM): runs PROGRAM as
-/// UID with its output passed through; stops it, and every process of UID, when it has
-/// written more than MAX_OUTPUT bytes or run SECONDS, and says which on stderr. Exits
-/// with its status (124 for the time, 125 for the output, 128+N for signal N).
+/// `grade bounded UID SECONDS PROGRAM ARGS…` (root, in the VM): runs PROGRAM as UID in a
+/// view of its own — the system, the RDMA devices and sysfs (libibverbs finds its devices
+/// there), PROGRAM itself, nothing else — with its output passed through, within [`RUN`]'s
+/// bounds and SECONDS; says on stderr which bound stopped it. Exits with its status (124
+/// for the time, 125 for the output or the memory, 128+N for signal N).
 pub(crate) fn bounded_cmd(args: &[String]) -> Result<i32, String> {
-    let [uid, max, seconds, program, rest @ ..] = args else {
-        return Err("usage: grade bounded UID MAX_OUTPUT SECONDS PROGRAM [ARGS...]".into());
+    let [uid, seconds, program, rest @ ..] = args else {
+        return Err("usage: grade bounded UID SECONDS PROGRAM [ARGS...]".into());
     };
     let number = |s: &str| s.parse::<u64>().map_err(|_| format!("not a number: {s}"));
-    let (uid, max, seconds) = (number(uid)? as u32, number(max)? as usize, number(seconds)?);
-    let mut child = as_student(uid, Path::new(program))
-        .args(rest)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start {program}: {e}"))?;
-    let (budget, flooded) = (Arc::new(AtomicUsize::new(max)), Arc::new(AtomicBool::new(false)));
-    let out = child.stdout.take().expect("piped");
-    let err = child.stderr.take().expect("piped");
-    let threads = [
-        {
-            let (b, f) = (budget.clone(), flooded.clone());
-            std::thread::spawn(move || pump(out, std::io::stdout(), b, f))
-        },
-        {
-            let (b, f) = (budget.clone(), flooded.clone());
-            std::thread::spawn(move || pump(err, std::io::stderr(), b, f))
-        },
-    ];
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            break Some(status);
-        }
-        if flooded.load(Ordering::SeqCst) || Instant::now() > deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    // Its children may hold the pipes open: they go first, then the pipes end.
-    kill_all(uid);
-    let _ = child.kill();
-    let _ = child.wait();
-    for t in threads {
-        let _ = t.join();
+    let (uid, seconds) = (number(uid)? as u32, number(seconds)?);
+    let limits = Limits { seconds, ..RUN };
+    let program = Path::new(program);
+    let mut view = View::system().ro(Path::new("/sys")).ro(program);
+    if Path::new("/dev/infiniband").is_dir() {
+        view = view.dev(Path::new("/dev/infiniband"));
     }
-    use std::os::unix::process::ExitStatusExt;
-    Ok(match status {
-        _ if flooded.load(Ordering::SeqCst) => {
-            eprintln!("\n[grader] stopped: more than {max} bytes of output (the grader's bound)");
-            125
+    for key in PASSED_ENV {
+        if let Some(value) = std::env::var_os(key) {
+            view.env(key, value);
         }
-        None => {
-            eprintln!("\n[grader] stopped: still running after {seconds} s (the grader's bound)");
-            124
+    }
+    let argv = view.command(uid, program, &rest.iter().map(OsString::from).collect::<Vec<_>>());
+    let name = format!("run-{uid}-{}", std::process::id());
+    let ended = bounded(&argv, &name, &limits, std::io::stdout(), std::io::stderr())?;
+    kill_all(uid);
+    if let Some(why) = ended.bound(&limits) {
+        eprintln!("\n[grader] stopped: {why}");
+    }
+    Ok(match ended {
+        Ended::Status(code) => code,
+        Ended::Signal(sig) => {
+            eprintln!("\n[grader] the program was killed by signal {sig}");
+            128 + sig
         }
-        Some(s) => match (s.code(), s.signal()) {
-            (Some(code), _) => code,
-            (None, Some(sig)) => {
-                eprintln!("\n[grader] the program was killed by signal {sig}");
-                128 + sig
-            }
-            _ => 125,
-        },
+        Ended::Time => 124,
+        Ended::Output | Ended::Memory => 125,
     })
 }
 
 /// Where cargo and the registry it builds from are, for the build's account.
 pub(crate) struct Toolchain {
+    /// The toolchain's directory (`bin/cargo`, `bin/rustc`, `lib/`).
+    pub(crate) sysroot: PathBuf,
     pub(crate) bin: PathBuf,
     pub(crate) cargo_home: PathBuf,
 }
@@ -247,6 +447,6 @@ impl Toolchain {
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
         let cargo_home = cargo_home.ok_or("neither CARGO_HOME nor HOME is set")?;
-        Ok(Toolchain { bin: sysroot.join("bin"), cargo_home })
+        Ok(Toolchain { bin: sysroot.join("bin"), sysroot, cargo_home })
     }
 }
