@@ -41,7 +41,7 @@ fn first_in_modify(text: &str, code: &str) -> Result<String, String> {
     replace(text, head, &format!("{head}    {code}\n"))
 }
 
-const KINDS: [Kind; 11] = [
+const KINDS: [Kind; 16] = [
     Kind { name: "complete", make: |t, _| Ok(t.to_string()), verdict: "pass" },
     Kind { name: "holes", make: |_, _| exercise_text(STEP), verdict: "a hole is still empty" },
     Kind {
@@ -102,6 +102,70 @@ const KINDS: [Kind; 11] = [
     // Holes left, with an all-pass self-check and JUnit file of its own making beside
     // them (FORGED): the grader reads neither.
     Kind { name: "forged", make: |_, _| exercise_text(STEP), verdict: "a hole is still empty" },
+    // What a hostile student's program tries, in safe Rust, where the grader's VM keeps the
+    // project: each says so and gives up when its view holds nothing of it; where it does
+    // not, it goes on as the reference, and passes, which is not the verdict intended.
+    Kind {
+        name: "exec-reference",
+        make: |t, project| {
+            let reference = project.join("target/debug/05_modify_qp_rtr");
+            first_in_modify(
+                t,
+                &format!(
+                    "{{ use std::os::unix::process::CommandExt; let e = std::process::Command::new({:?}).args(std::env::args_os().skip(1)).exec(); eprintln!(\"reference unreachable: {{e}}\"); std::process::exit(1); }}",
+                    reference.display().to_string()
+                ),
+            )
+        },
+        verdict: "reference unreachable",
+    },
+    Kind {
+        name: "read-answers",
+        make: |t, project| {
+            let answers = project.join("book/instructor/src/answers/05_modify_qp_rtr.md");
+            first_in_modify(
+                t,
+                &format!(
+                    "if let Ok(a) = std::fs::read_to_string({:?}) {{ println!(\"{{a}}\"); }} else {{ eprintln!(\"answers unreadable\"); std::process::exit(1); }}",
+                    answers.display().to_string()
+                ),
+            )
+        },
+        verdict: "answers unreadable",
+    },
+    Kind {
+        // The cargo home the grader's builds read: a config there would fail every build
+        // after this one (it did, before builds had homes of their own).
+        name: "poison",
+        make: |t, _| {
+            let home = std::env::var("CARGO_HOME").or_else(|_| std::env::var("HOME").map(|h| format!("{h}/.cargo")));
+            let config = format!("{}/config.toml", home.map_err(|_| "neither CARGO_HOME nor HOME is set")?);
+            first_in_modify(
+                t,
+                &format!(
+                    "if std::fs::write({config:?}, \"[build]\\nrustc = \\\"/bin/false\\\"\\n\").is_err() {{ eprintln!(\"cargo home unwritable\"); std::process::exit(1); }}"
+                ),
+            )
+        },
+        verdict: "cargo home unwritable",
+    },
+    Kind {
+        // Walks the filesystem for ever: what a student looking for answers would do.
+        name: "walker",
+        make: |t, _| {
+            first_in_modify(
+                t,
+                "fn walk(d: &std::path::Path) { for e in std::fs::read_dir(d).into_iter().flatten().flatten() { if e.file_type().is_ok_and(|t| t.is_dir()) { walk(&e.path()); } } }\n    loop { walk(std::path::Path::new(\"/\")); }",
+            )
+        },
+        verdict: "still running after",
+    },
+    Kind {
+        // A constant whose evaluation never ends: rustc spins until the build's bound.
+        name: "build-spin",
+        make: |t, _| Ok(format!("#[allow(long_running_const_eval)]\nconst _: () = loop {{}};\n{t}")),
+        verdict: "the build was stopped",
+    },
 ];
 
 /// What the `forged` hand-in adds: the verdicts and JUnit file of a `lab/check` that
