@@ -214,9 +214,11 @@ fn srq_exchange(
 // ANCHOR_END: loop
 
 // ANCHOR: event
-/// After the loop: the SRQ limit's event, if the pool ran below the limit. It is queued
-/// before the completion of the receive that crossed the limit, so by now it is there or
-/// never came (a run too short to use `rx_depth - num_qp` receives); we do not wait.
+/// After the loop: the SRQ limit's event, if the pool ran below the limit. On rxe it is
+/// queued before the completion of the receive that crossed the limit (`get_srq_wqe` in
+/// `rxe_resp.c` raises it as it takes the receive), so by now it is there or never came (a
+/// run too short to use `rx_depth - num_qp` receives); we do not wait. The verbs do not
+/// order events against completions: on another device this could miss a late event.
 fn srq_limit_event(q: &SrqQueues, dev: &Device) -> Result<()> {
     // ANCHOR: hole_async_event HOLE(Option<verbs::AsyncEvent>): the device's next asynchronous event, if one is already there (ibv_get_async_event on dev.ctx, waiting 0 s)
     let event = dev.ctx.get_async_event(Duration::ZERO)?;

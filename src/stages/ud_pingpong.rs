@@ -16,9 +16,10 @@
 //! datagram is one packet: the message must fit the port's MTU (ud_pingpong checks it
 //! before creating anything, as [`check_size`] does).
 //!
-//! **The GRH.** Every receive buffer starts with 40 bytes the device fills with the
-//! datagram's Global Route Header (or, on RoCE v2 over IPv4, with the IPv4 header in its
-//! last 20 bytes): how a receiver learns who sent a datagram. The payload follows it, so
+//! **The GRH.** Every receive buffer starts with 40 bytes for the datagram's Global Route
+//! Header (or, on RoCE v2 over IPv4, the IPv4 header in their last 20), undefined when it
+//! had none (`IBV_WC_GRH` in the completion says): how a receiver learns who sent a
+//! datagram. The payload always follows them, so
 //! ud_pingpong registers `size + 40` bytes, receives into all of them and sends from
 //! offset 40. [`show_grh`] decodes the last one.
 
@@ -187,8 +188,13 @@ fn explain_ah(err: Error, dev: &Device, remote: &Dest) -> Error {
 ///
 /// On InfiniBand and RoCE v1 it is an IBA GRH (IPv6's layout: version 6, payload length,
 /// next header 0x1b, hop limit, source and destination GIDs). On RoCE v2 over IPv4 the
-/// device puts the packet's IPv4 header in bytes 20–39 and leaves bytes 0–19 alone (rxe:
-/// `union rdma_network_hdr`).
+/// device puts the packet's IPv4 header in bytes 20–39; rxe zeroes bytes 0–19 (its
+/// responder, `rxe_resp.c`, fills a `union rdma_network_hdr`).
+///
+/// It tells the format from the bytes alone. Without a GRH the 40 bytes are undefined
+/// (`ibv_post_recv(3)`), and only the completion's `IBV_WC_GRH` flag says there was one;
+/// rxe sets it on every receive, so here the guess is safe, but a production program
+/// keeps the last receive's `wc_flags` and checks the flag first.
 pub fn show_grh(mr: &Mr) {
     let grh = mr.read(0, GRH_LEN as usize);
     let be16 = |at: usize| u16::from_be_bytes([grh[at], grh[at + 1]]);
