@@ -429,12 +429,20 @@ pub(crate) fn intake_cmd(class: &Path, submissions: &[String]) -> Result<(), Str
 mod tests {
     use super::*;
 
-    /// A fresh directory for one test.
-    fn scratch(test: &str) -> PathBuf {
+    /// A fresh directory for one test, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(test: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("xtask-intake-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        Scratch(dir)
     }
 
     fn sh(dir: &Path, script: &str) {
@@ -466,16 +474,17 @@ mod tests {
 
     /// A class and a directory `hand-ins/` of a regular hand-in `alice/`, and what `script`
     /// makes there next to it.
-    fn hand_ins(test: &str, script: &str) -> (PathBuf, PathBuf) {
+    fn hand_ins(test: &str, script: &str) -> (Scratch, PathBuf, PathBuf) {
         let root = scratch(test);
-        sh(&root, "mkdir -p hand-ins/alice/exercises && echo fn >hand-ins/alice/exercises/05_modify_qp_rtr.rs");
-        sh(&root.join("hand-ins"), script);
-        (root.join("class"), root.join("hand-ins"))
+        sh(&root.0, "mkdir -p hand-ins/alice/exercises && echo fn >hand-ins/alice/exercises/05_modify_qp_rtr.rs");
+        sh(&root.0.join("hand-ins"), script);
+        let (class, dir) = (root.0.join("class"), root.0.join("hand-ins"));
+        (root, class, dir)
     }
 
     #[test]
     fn archives_and_directories_are_taken_with_the_time_received() {
-        let (class, dir) = hand_ins(
+        let (_root, class, dir) = hand_ins(
             "taken",
             "tar -czf hand-in-bob.tar.gz -C alice exercises
              touch -d @1795734000 hand-in-bob.tar.gz alice",
@@ -496,7 +505,7 @@ mod tests {
 
     #[test]
     fn a_second_hand_in_of_a_student_is_refused() {
-        let (class, dir) = hand_ins(
+        let (_root, class, dir) = hand_ins(
             "twice",
             "tar -czf hand-in-alice.tar.gz -C alice . && mkdir ../more && cp hand-in-alice.tar.gz ../more/alice.tar.gz",
         );
@@ -526,7 +535,7 @@ mod tests {
     fn a_symlinked_exercises_directory_is_refused() {
         // The link, then a file through it: the grader reading exercises/ would read (GNU
         // tar, extracting, might write) where the link points, outside the hand-in.
-        let (class, dir) = hand_ins(
+        let (_root, class, dir) = hand_ins(
             "symlink",
             "mkdir ../out bob && ln -s \"$(dirname \"$PWD\")/out\" bob/exercises && tar -cf bob.tar -C bob exercises
              rm -r bob && tar -rf bob.tar -C alice exercises/05_modify_qp_rtr.rs && gzip -c bob.tar >hand-in-bob.tar.gz
@@ -536,27 +545,39 @@ mod tests {
         assert!(!dir.parent().unwrap().join("out/05_modify_qp_rtr.rs").exists());
         assert!(class.join("incoming/alice/exercises").is_dir());
         // Unpacked, the same.
-        let (class, dir) = hand_ins("symlink-dir", "mkdir bob && ln -s /etc bob/exercises");
+        let (_root, class, dir) = hand_ins("symlink-dir", "mkdir bob && ln -s /etc bob/exercises");
         assert_refused(&class, &dir, "bob", "exercises: a symbolic link");
     }
 
     #[test]
+    fn a_refused_hand_in_is_its_students_failure_with_the_reason() {
+        let (_root, class, dir) = hand_ins("prepare", "mkdir bob && ln -s /etc bob/exercises");
+        intake_cmd(&class, &[dir.display().to_string()]).unwrap();
+        super::super::prepare_cmd(&class, "05").unwrap();
+        let handin = std::fs::read_to_string(class.join("students/bob/handin.tsv")).unwrap();
+        assert!(handin.contains("\nhandin_error\texercises: a symbolic link;"), "{handin}");
+        assert!(!handin.contains("manifest_error"), "a refused hand-in is not read: {handin}");
+        let alice = std::fs::read_to_string(class.join("students/alice/handin.tsv")).unwrap();
+        assert!(alice.contains("file\t05_modify_qp_rtr\t") && !alice.contains("handin_error"), "{alice}");
+    }
+
+    #[test]
     fn a_hard_link_is_refused() {
-        let (class, dir) = hand_ins(
+        let (_root, class, dir) = hand_ins(
             "hardlink",
             "mkdir bob && echo x >bob/a && ln bob/a bob/b && tar -czf hand-in-bob.tar.gz -C bob a b && rm -r bob",
         );
         assert_refused(&class, &dir, "bob", "b link to a: a hard link");
-        let (class, dir) = hand_ins("hardlink-dir", "mkdir bob && echo x >bob/a && ln bob/a bob/b");
+        let (_root, class, dir) = hand_ins("hardlink-dir", "mkdir bob && echo x >bob/a && ln bob/a bob/b");
         assert_refused(&class, &dir, "bob", "a: a hard link (a file of 2 names)");
     }
 
     #[test]
     fn members_outside_the_hand_in_are_refused() {
-        let (class, dir) =
+        let (_root, class, dir) =
             hand_ins("dotdot", "mkdir bob && echo x >x && tar -czPf hand-in-bob.tar.gz -C bob ../x && rm -r bob x");
         assert_refused(&class, &dir, "bob", "../x: a path outside the hand-in");
-        let (class, dir) =
+        let (_root, class, dir) =
             hand_ins("absolute", "echo x >../x && tar -czPf hand-in-bob.tar.gz \"$(dirname \"$PWD\")/x\"");
         assert_refused(&class, &dir, "bob", "an absolute path");
     }
@@ -564,7 +585,7 @@ mod tests {
     #[test]
     fn a_name_that_breaks_the_rule_is_refused_and_the_others_taken() {
         let long = "a".repeat(65);
-        let (class, dir) =
+        let (_root, class, dir) =
             hand_ins("names", &format!("mkdir -p _bob {long} && tar -czf hand-in-c.d.tar.gz -C alice ."));
         intake_cmd(&class, &[dir.display().to_string()]).unwrap();
         let list = refused(&class);
@@ -577,9 +598,10 @@ mod tests {
 
     #[test]
     fn branches_are_taken_by_their_one_name_with_commit_and_time() {
-        let root = scratch("git");
+        let scratch = scratch("git");
+        let root = &scratch.0;
         sh(
-            &root,
+            root,
             "git init --quiet repo && cd repo
              git() { command git -c user.name=t -c user.email=t@t -c commit.gpgsign=false \"$@\"; }
              mkdir exercises && echo alice >exercises/05_modify_qp_rtr.rs && git add . && git commit -qm a
