@@ -4,6 +4,8 @@
 //!
 //! ```text
 //! grade manifest EXERCISES ACCOUNT HOST TIME COMMIT   a hand-in's manifest (lab/submit)
+//! grade intake CLASS SUBMISSION…                      (host) the hand-ins, named by where
+//!                                                     they came from (intake.rs)
 //! grade prepare CLASS STEPS                           (host) the hand-ins not graded yet,
 //!                                                     and a crate per step to build them in
 //! grade prebuild CLASS                                (host) those crates with the
@@ -19,8 +21,8 @@
 //! grade verify CLASS INTENDED                         its verdicts, as intended?
 //! ```
 //!
-//! CLASS is a directory: `incoming/NAME/` the hand-ins as handed in (lab/grade unpacks
-//! them; `origin/NAME` says from where), `students/NAME/handin.tsv` what the grader took
+//! CLASS is a directory: `incoming/NAME/` the hand-ins as handed in (`grade intake` takes
+//! them; `origin/NAME` says from where and when), `students/NAME/handin.tsv` what the grader took
 //! (files and their SHA-256), `handed/` each different file once (named by its SHA-256),
 //! `build/` a crate per graded step that each file is built in, in turn, `target/` their
 //! builds (the host's; the VM's stay in its memory), `bins/` the programs built from the
@@ -33,6 +35,7 @@
 
 mod build;
 mod handin;
+mod intake;
 mod reports;
 mod sandbox;
 mod synth;
@@ -46,14 +49,6 @@ use std::time::Instant;
 
 use crate::exercise::{self, append_result, class_crate, class_workspace, ReferenceRuns, DEADLINE};
 
-/// A student's name in CLASS (a directory and file name part); it starts with a letter or
-/// digit.
-fn valid_name(name: &str) -> bool {
-    name.len() <= 64
-        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
 fn io(path: &Path) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{}: {e}", path.display())
 }
@@ -64,8 +59,8 @@ fn students(class: &Path) -> Result<Vec<String>, String> {
     let mut names = Vec::new();
     for entry in std::fs::read_dir(&incoming).map_err(io(&incoming))? {
         let name = entry.map_err(io(&incoming))?.file_name().to_string_lossy().into_owned();
-        if !valid_name(&name) {
-            return Err(format!("{}: a student's name is letters, digits, - and _", incoming.join(&name).display()));
+        if !intake::valid_name(&name) {
+            return Err(format!("{}: {}", incoming.join(&name).display(), intake::NAME_RULE));
         }
         names.push(name);
     }
@@ -194,8 +189,15 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
         let dir = class.join("students").join(name);
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let mut record = String::new();
-        for (key, value) in key_values(&class.join("origin").join(name)) {
+        let origin = key_values(&class.join("origin").join(name));
+        for (key, value) in &origin {
             let _ = writeln!(record, "{key}\t{value}");
+        }
+        // A hand-in `grade intake` refused is that student's failure, with the reason.
+        if let Some((_, why)) = origin.iter().find(|(k, _)| k == "refused") {
+            let _ = writeln!(record, "handin_error\t{why}");
+            std::fs::write(dir.join("handin.tsv"), record).map_err(io(&dir))?;
+            continue;
         }
         match std::fs::read_to_string(handin.join("manifest.txt"))
             .map_err(|e| e.to_string())
@@ -441,6 +443,7 @@ pub fn main(args: &[String]) -> ExitCode {
     let class = |i: usize| std::path::absolute(&args[i]).unwrap_or_else(|_| PathBuf::from(&args[i]));
     let result = match args.first().map(String::as_str) {
         Some("manifest") => handin::manifest_cmd(&args[1..]).map(|()| ExitCode::SUCCESS),
+        Some("intake") if args.len() >= 3 => intake::intake_cmd(&class(1), &args[2..]).map(|()| ExitCode::SUCCESS),
         Some("prepare") if args.len() == 3 => prepare_cmd(&class(1), &args[2]).map(|()| ExitCode::SUCCESS),
         Some("prebuild") if args.len() == 2 => build::prebuild_cmd(&class(1)).map(|()| ExitCode::SUCCESS),
         Some("vm") if args.len() == 2 => vm_cmd(&class(1), sandbox::BUILD.seconds),
@@ -456,7 +459,8 @@ pub fn main(args: &[String]) -> ExitCode {
             Err(_) => Err(format!("not a number of students: {}", args[2])),
         },
         Some("verify") if args.len() == 3 => synth::verify_cmd(&class(1), &class(2)).map(|()| ExitCode::SUCCESS),
-        _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade prepare CLASS STEPS | \
+        _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade intake CLASS SUBMISSION... | \
+                  grade prepare CLASS STEPS | \
                   grade prebuild CLASS | grade vm CLASS [--build-seconds N] | grade bounded UID SECONDS PROGRAM [ARGS...] | grade report CLASS | \
                   grade synth OUT N | grade verify CLASS INTENDED"
             .into()),

@@ -214,7 +214,7 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
                         props.push((format!("same_file_as:exercises/{bin}.rs"), others.join(" ")));
                     }
                 }
-            } else if k.starts_with("claimed_") || k.ends_with("_error") {
+            } else if k == "received" || k.starts_with("claimed_") || k.ends_with("_error") {
                 props.push((k.clone(), v.clone()));
             }
         }
@@ -259,6 +259,15 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
     let moodle = reports.join("moodle.csv");
     std::fs::write(&moodle, table).map_err(io(&moodle))?;
     eprintln!("grade: reports for {graded} students in {}", reports.display());
+    // Hand-ins `grade intake` refused: the instructor reads why here, at the end of the run.
+    let refused = std::fs::read_to_string(reports.join("refused.txt")).unwrap_or_default();
+    if !refused.is_empty() {
+        eprintln!(
+            "grade: {} hand-ins refused (see {}):\n{refused}",
+            refused.lines().count(),
+            reports.join("refused.txt").display()
+        );
+    }
     if not_graded > 0 {
         eprintln!("grade: {not_graded} students not graded (the lab's failure, not theirs): reported as such; run lab/grade again to grade them");
     }
@@ -318,7 +327,8 @@ mod tests {
         }
         std::fs::write(class.join("steps.txt"), "05_modify_qp_rtr\n").unwrap();
         std::fs::write(class.join("results/alice.tsv"), "05\tfail\t2.000\ta hole is still empty\n").unwrap();
-        std::fs::write(class.join("students/bob/handin.tsv"), "file\t05_modify_qp_rtr\tabc\n").unwrap();
+        let bob = "received\t2026-11-26T23:00:00Z\nclaimed_time\t2026-11-20T00:00:00Z\nfile\t05_modify_qp_rtr\tabc\n";
+        std::fs::write(class.join("students/bob/handin.tsv"), bob).unwrap();
         report_cmd(&class, "xtask test").unwrap();
         let read = |path: &str| std::fs::read_to_string(class.join("reports").join(path)).unwrap();
         let bob = read("junit/bob.xml");
@@ -326,6 +336,9 @@ mod tests {
         assert!(bob.contains("<error message=\"not graded: ") && !bob.contains("<failure"), "{bob}");
         assert!(bob.contains("the lab's failure, not the student's"), "{bob}");
         assert!(bob.contains("name=\"sha256:exercises/05_modify_qp_rtr.rs\" value=\"abc\""), "{bob}");
+        // When it came, beside when the student says they made it.
+        assert!(bob.contains("name=\"received\" value=\"2026-11-26T23:00:00Z\""), "{bob}");
+        assert!(bob.contains("name=\"claimed_time\" value=\"2026-11-20T00:00:00Z\""), "{bob}");
         assert!(read("junit/alice.xml").contains("<failure message=\"a hole is still empty\""));
         let moodle = read("moodle.csv");
         assert!(moodle.contains("\n\"alice\",0,0,\"05: a hole is still empty\"\n"), "{moodle}");

@@ -1,0 +1,632 @@
+//! `grade intake CLASS SUBMISSION…`: the hand-ins into `CLASS/incoming/NAME/`, each with
+//! `CLASS/origin/NAME` saying where it came from and when (`source`, `received`, and a git
+//! hand-in's `commit`).
+//!
+//! Who a hand-in is from, and when it came, is read from the channel it came through, never
+//! from what the student wrote. The name is the archive's file name (`hand-in-NAME.tar.gz`
+//! or `NAME.tar.gz`), the unpacked directory's name, or the branch `hand-in/NAME`: the
+//! instructor's LMS, or the git server's accounts, decide who can put it there. The time is
+//! when the hand-in reached the instructor's disk, or when the grader first fetched the
+//! commit. The manifest's account, host and time are the student's to write: `grade
+//! prepare` shows them as `claimed_*`, never as facts.
+//!
+//! One name is one student: a name that breaks [`valid_name`], or a branch with a `/` after
+//! `hand-in/`, is refused, never mangled into another student's; a second hand-in of a
+//! student in one run is refused, never taken over the first. A hand-in holds directories
+//! and regular files only: a symbolic or hard link, a device, a FIFO or a member named
+//! outside the hand-in would have the host read or write what the student chose, so the
+//! whole hand-in is refused, the path named. A refused hand-in of a valid name is still
+//! that student's (an empty `incoming/NAME/` and `refused` in its origin, which `grade
+//! prepare` turns into the student's failure); every refusal is printed and listed in
+//! `CLASS/reports/refused.txt`.
+
+use std::collections::HashMap;
+use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+
+use super::handin::sha256;
+use super::reports::utc;
+use super::{done, io};
+
+/// The rule [`valid_name`] keeps, as a refusal says it.
+pub(crate) const NAME_RULE: &str =
+    "a student's name is letters, digits, - and _, starts with a letter or digit, and is at most 64 bytes";
+
+/// A student's name in CLASS (a directory and file name part, a cargo package's too): the
+/// one rule for every way a hand-in comes in (see [`NAME_RULE`]).
+pub(crate) fn valid_name(name: &str) -> bool {
+    name.len() <= 64
+        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn checked(name: &str) -> Result<String, String> {
+    if valid_name(name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!("`{name}` names no student ({NAME_RULE})"))
+    }
+}
+
+/// The student an archive's file name names: `hand-in-NAME.tar.gz` or `NAME.tar.gz`.
+fn archive_name(file: &str) -> Result<String, String> {
+    let stem = file
+        .strip_suffix(".tar.gz")
+        .ok_or("neither a hand-in archive (hand-in-NAME.tar.gz) nor a directory of hand-ins")?;
+    checked(stem.strip_prefix("hand-in-").unwrap_or(stem))
+}
+
+/// The student a branch names: `hand-in/NAME`, nothing after NAME.
+fn branch_name(branch: &str) -> Result<String, String> {
+    let rest = branch.strip_prefix("hand-in/").ok_or("not a branch hand-in/NAME")?;
+    if rest.contains('/') {
+        return Err("a hand-in branch is hand-in/NAME, with no `/` after `hand-in/`".into());
+    }
+    checked(rest)
+}
+
+/// Where a hand-in came from.
+enum Channel {
+    /// A hand-in archive, `lab/submit`'s.
+    Archive(PathBuf),
+    /// An unpacked hand-in.
+    Directory(PathBuf),
+    /// The commit of a branch `hand-in/NAME` of `remote`, fetched into `mirror`.
+    Branch { remote: String, branch: String, commit: String, mirror: PathBuf },
+}
+
+impl Channel {
+    /// As `origin/NAME`'s `source` and a refusal say it.
+    fn source(&self) -> String {
+        match self {
+            Channel::Archive(path) | Channel::Directory(path) => path.display().to_string(),
+            Channel::Branch { remote, branch, .. } => format!("{remote} {branch}"),
+        }
+    }
+}
+
+/// A hand-in found, and the student it names (or why it names none).
+struct Found {
+    name: Result<String, String>,
+    channel: Channel,
+}
+
+/// The hand-ins SUBMISSION holds: an archive, a directory of archives and unpacked
+/// hand-ins, or a git remote's `hand-in/*` branches (fetched into a mirror in CLASS).
+fn find(class: &Path, submission: &str) -> Result<Vec<Found>, String> {
+    let path = Path::new(submission);
+    let absolute = std::path::absolute(path).map_err(io(path))?;
+    // The instructor's own arguments are followed if they are links; what is in them is not.
+    let meta = path.metadata();
+    if meta.as_ref().is_ok_and(|m| m.is_file()) {
+        let file = path.file_name().unwrap_or_default().to_string_lossy();
+        return Ok(vec![Found { name: archive_name(&file), channel: Channel::Archive(absolute) }]);
+    }
+    if meta.is_ok_and(|m| m.is_dir()) && !path.join(".git").exists() && !path.join("HEAD").is_file() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(io(path))?
+            .map(|e| e.map(|e| absolute.join(e.file_name())))
+            .collect::<Result<_, _>>()
+            .map_err(io(path))?;
+        entries.sort();
+        let mut found = Vec::new();
+        for entry in entries {
+            let meta = entry.symlink_metadata().map_err(io(&entry))?;
+            let file = entry.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            found.push(if meta.is_dir() {
+                Found { name: checked(&file), channel: Channel::Directory(entry) }
+            } else if meta.is_file() {
+                Found { name: archive_name(&file), channel: Channel::Archive(entry) }
+            } else {
+                Found {
+                    name: Err(format!("{}, not a hand-in (an archive or a directory)", kind(&meta))),
+                    channel: Channel::Archive(entry),
+                }
+            });
+        }
+        return Ok(found);
+    }
+    fetch(class, submission)
+}
+
+/// `git -C DIR ARGS…`'s output, or what git said.
+fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().map_err(|e| format!("git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Fetches the `hand-in/*` branches of `remote` into its mirror in CLASS (kept: the next
+/// run fetches only what is new), and records when each commit was first fetched there
+/// (`received/COMMIT`): the time a commit reached the grader, which no committer date can
+/// claim.
+fn fetch(class: &Path, remote: &str) -> Result<Vec<Found>, String> {
+    let mirror = class.join(format!("remote-{}.git", &sha256(remote.as_bytes())[..12]));
+    if !mirror.is_dir() {
+        git(class, &["init", "--quiet", "--bare", &mirror.to_string_lossy()])?;
+    }
+    // A remote that is a path is the instructor's, from here: git runs in the mirror.
+    let url = match Path::new(remote).exists() {
+        true => std::path::absolute(remote).map_err(io(Path::new(remote)))?.to_string_lossy().into_owned(),
+        false => remote.to_string(),
+    };
+    git(&mirror, &["fetch", "--quiet", "--prune", &url, "+refs/heads/hand-in/*:refs/heads/hand-in/*"])?;
+    let received = mirror.join("received");
+    std::fs::create_dir_all(&received).map_err(io(&received))?;
+    let mut found = Vec::new();
+    for line in git(&mirror, &["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/hand-in/"])?.lines() {
+        let Some((commit, branch)) = line.split_once(' ').and_then(|(c, r)| Some((c, r.strip_prefix("refs/heads/")?)))
+        else {
+            continue;
+        };
+        if !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("git for-each-ref: not a commit: {line}"));
+        }
+        let record = received.join(commit);
+        if !record.exists() {
+            std::fs::write(&record, format!("{}\n", utc(secs(SystemTime::now())))).map_err(io(&record))?;
+        }
+        let channel = Channel::Branch {
+            remote: remote.to_string(),
+            branch: branch.to_string(),
+            commit: commit.to_string(),
+            mirror: mirror.clone(),
+        };
+        found.push(Found { name: branch_name(branch), channel });
+    }
+    Ok(found)
+}
+
+fn secs(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// What a file that is not a directory or a regular file of one name is, as a refusal says.
+fn kind(meta: &std::fs::Metadata) -> String {
+    let t = meta.file_type();
+    if t.is_symlink() {
+        "a symbolic link".into()
+    } else if t.is_file() {
+        format!("a hard link (a file of {} names)", meta.nlink())
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device file".into()
+    } else if t.is_fifo() {
+        "a FIFO".into()
+    } else if t.is_socket() {
+        "a socket".into()
+    } else {
+        "neither a directory nor a regular file".into()
+    }
+}
+
+/// The paths under `root`, relative to it, parents first, each with whether it is a
+/// directory; anything but a directory or a regular file of one name refuses the hand-in,
+/// its path named.
+fn regular_tree(root: &Path) -> Result<Vec<(PathBuf, bool)>, String> {
+    let (mut out, mut dirs) = (Vec::new(), vec![PathBuf::new()]);
+    while let Some(dir) = dirs.pop() {
+        let at = root.join(&dir);
+        let mut entries: Vec<_> =
+            std::fs::read_dir(&at).map_err(io(&at))?.collect::<Result<_, _>>().map_err(io(&at))?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            // Not followed: a link is what is refused, not what it points at.
+            let meta = entry.path().symlink_metadata().map_err(io(&entry.path()))?;
+            let path = dir.join(entry.file_name());
+            if meta.is_dir() {
+                out.push((path.clone(), true));
+                dirs.push(path);
+            } else if meta.is_file() && meta.nlink() == 1 {
+                out.push((path, false));
+            } else {
+                return Err(format!(
+                    "{}: {}; a hand-in holds directories and regular files only",
+                    path.display(),
+                    kind(&meta)
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `tar ARGS…`'s output, or what tar said.
+fn tar(args: &[&std::ffi::OsStr]) -> Result<String, String> {
+    let out = Command::new("tar").env("LC_ALL", "C").args(args).output().map_err(|e| format!("tar: {e}"))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "not an archive lab/submit made: tar says {}",
+            said.trim().chars().take(300).collect::<String>()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The member's name in a line of `tar --list --verbose` (after mode, owner, size, date and
+/// time; a link's line goes on with its target, which a refusal shows too).
+fn member(line: &str) -> &str {
+    let mut rest = line;
+    for _ in 0..5 {
+        rest = rest.trim_start();
+        rest = &rest[rest.find(char::is_whitespace).unwrap_or(rest.len())..];
+    }
+    rest.trim_start()
+}
+
+/// Unpacks `archive` (a tar, gzipped or not) into the empty directory `into`, after reading
+/// its members: every one a directory or a regular file, none named outside the hand-in.
+/// GNU tar would drop a leading `/` and skip `..`, but a link it puts in place is followed
+/// by whoever reads the hand-in next (`exercises` → anywhere: the grader's check of each
+/// exercise file, a leaf, cannot see it), so links are refused before anything is written.
+fn unpack(archive: &Path, into: &Path) -> Result<(), String> {
+    let file = archive.as_os_str();
+    // --absolute-names: the members' names as they are, which tar would otherwise mend.
+    // --force-local: a `:` in a path is a file's name, not a remote host's.
+    let list = ["--list", "--verbose", "--absolute-names", "--quoting-style=escape", "--force-local", "--file"];
+    let mut args: Vec<&std::ffi::OsStr> = list.iter().map(|a| a.as_ref()).collect();
+    args.push(file);
+    let listing = tar(&args)?;
+    for line in listing.lines() {
+        let name = member(line);
+        let why = match line.chars().next() {
+            Some('-') | Some('d') => {
+                if name.starts_with('/') {
+                    "an absolute path"
+                } else if name.split('/').any(|c| c == "..") {
+                    "a path outside the hand-in (`..`)"
+                } else {
+                    continue;
+                }
+            }
+            Some('l') => "a symbolic link",
+            Some('h') => "a hard link",
+            Some('b') | Some('c') => "a device file",
+            Some('p') => "a FIFO",
+            _ => "neither a directory nor a regular file",
+        };
+        return Err(format!("{name}: {why}; a hand-in holds directories and regular files only"));
+    }
+    let extract = ["--extract", "--no-same-owner", "--no-same-permissions", "--force-local", "--file"];
+    let mut args: Vec<&std::ffi::OsStr> = extract.iter().map(|a| a.as_ref()).collect();
+    args.extend([file, "--directory".as_ref(), into.as_os_str()]);
+    tar(&args).map(drop)
+}
+
+/// Unpacks the commit's tree into `into`: refused if it holds a symbolic link (mode 120000)
+/// or a submodule (160000), which `git archive` would hand on as a link or leave empty.
+fn from_git(mirror: &Path, commit: &str, into: &Path) -> Result<(), String> {
+    for entry in git(mirror, &["ls-tree", "-r", "-z", "--full-tree", commit])?.split('\0') {
+        let Some((meta, path)) = entry.split_once('\t') else { continue };
+        match meta.split(' ').next() {
+            Some("120000") => return Err(format!("{path}: a symbolic link; a hand-in holds regular files only")),
+            Some("160000") => return Err(format!("{path}: a submodule; a hand-in holds regular files only")),
+            _ => {}
+        }
+    }
+    let archive = into.with_extension("tar");
+    git(mirror, &["archive", "--format=tar", "-o", &archive.to_string_lossy(), commit])?;
+    let unpacked = unpack(&archive, into);
+    std::fs::remove_file(&archive).map_err(io(&archive))?;
+    unpacked
+}
+
+/// When a file or directory was last modified, in UTC.
+fn mtime(path: &Path) -> Result<String, String> {
+    Ok(utc(secs(path.metadata().and_then(|m| m.modified()).map_err(io(path))?)))
+}
+
+/// Takes the hand-in of `name` from `channel`: unpacked in a fresh private directory
+/// (CLASS/intake/NAME), checked, and only then put in CLASS/incoming/NAME, with
+/// CLASS/origin/NAME. A refused one leaves `incoming/NAME/` empty and its reason in the
+/// origin, and is the `Err` of the inner result; the outer one is the grader's own failure.
+fn take(class: &Path, name: &str, channel: &Channel) -> Result<Result<(), String>, String> {
+    let (incoming, staging) = (class.join("incoming").join(name), class.join("intake").join(name));
+    for dir in [&incoming, &staging] {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(io(dir))?;
+        }
+    }
+    std::fs::create_dir_all(class.join("intake")).map_err(io(class))?;
+    std::fs::DirBuilder::new().mode(0o700).create(&staging).map_err(io(&staging))?;
+    let mut origin = format!("source\t{}\n", channel.source());
+    let taken = match channel {
+        // The file's time on the instructor's disk: when it came there (the LMS's download,
+        // a copy), which the student does not write. A production system would take the
+        // LMS's own submission time through its API.
+        Channel::Archive(file) => mtime(file).and_then(|t| {
+            origin += &format!("received\t{t}\n");
+            unpack(file, &staging)
+        }),
+        Channel::Directory(dir) => mtime(dir).and_then(|t| {
+            origin += &format!("received\t{t}\n");
+            regular_tree(dir)?.iter().try_for_each(|(path, is_dir)| {
+                let (from, to) = (dir.join(path), staging.join(path));
+                match is_dir {
+                    true => std::fs::create_dir(&to).map_err(io(&to)),
+                    false => std::fs::copy(&from, &to).map(drop).map_err(io(&from)),
+                }
+            })
+        }),
+        Channel::Branch { commit, mirror, .. } => {
+            let record = mirror.join("received").join(commit);
+            let received = std::fs::read_to_string(&record).map_err(io(&record))?;
+            origin += &format!("commit\t{commit}\nreceived\t{}\n", received.trim());
+            from_git(mirror, commit, &staging)
+        }
+    };
+    // Whatever made it, what is taken is checked once more as it lies on this disk.
+    let taken = taken.and_then(|()| regular_tree(&staging).map(drop));
+    match &taken {
+        Ok(()) => std::fs::rename(&staging, &incoming).map_err(io(&incoming))?,
+        Err(why) => {
+            std::fs::remove_dir_all(&staging).map_err(io(&staging))?;
+            std::fs::create_dir(&incoming).map_err(io(&incoming))?;
+            origin += &format!("refused\t{}\n", why.replace(['\t', '\n'], " "));
+        }
+    }
+    let path = class.join("origin").join(name);
+    std::fs::write(&path, origin).map_err(io(&path))?;
+    Ok(taken)
+}
+
+/// `grade intake CLASS SUBMISSION…`: takes every hand-in SUBMISSION holds (see the module's
+/// doc) but those of students already graded (CLASS/results/NAME.tsv), and prints and lists
+/// the refused ones in CLASS/reports/refused.txt (empty when none was). A refusal is not
+/// an error: the others are taken.
+pub(crate) fn intake_cmd(class: &Path, submissions: &[String]) -> Result<(), String> {
+    for dir in ["incoming", "origin", "results", "reports"] {
+        std::fs::create_dir_all(class.join(dir)).map_err(io(class))?;
+    }
+    let mut found = Vec::new();
+    for submission in submissions {
+        found.extend(find(class, submission)?);
+    }
+    let (mut refused, mut first, mut taken, mut graded) = (Vec::new(), HashMap::new(), 0, 0);
+    for Found { name, channel } in found {
+        let name = match name {
+            Ok(name) => name,
+            Err(why) => {
+                refused.push(format!("{}: {why}", channel.source()));
+                continue;
+            }
+        };
+        if let Some(earlier) = first.get(&name) {
+            refused.push(format!(
+                "{}: a second hand-in of {name}, refused: the one from {earlier} is theirs",
+                channel.source()
+            ));
+            continue;
+        }
+        first.insert(name.clone(), channel.source());
+        if done(class, &name) {
+            graded += 1;
+        } else if let Err(why) = take(class, &name, &channel)? {
+            refused.push(format!("{}: {name}'s hand-in, refused (their report says why): {why}", channel.source()));
+        } else {
+            taken += 1;
+        }
+    }
+    let _ = std::fs::remove_dir(class.join("intake"));
+    let list = class.join("reports").join("refused.txt");
+    std::fs::write(&list, refused.iter().map(|r| format!("{r}\n")).collect::<String>()).map_err(io(&list))?;
+    for r in &refused {
+        eprintln!("grade: refused {r}");
+    }
+    eprintln!(
+        "grade: {taken} hand-ins taken, {graded} of students graded before (kept), {} refused{}",
+        refused.len(),
+        if refused.is_empty() { String::new() } else { format!(" (listed in {})", list.display()) }
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory for one test, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("xtask-intake-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn sh(dir: &Path, script: &str) {
+        let out = Command::new("sh").arg("-ec").arg(script).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    fn origin(class: &Path, name: &str) -> String {
+        std::fs::read_to_string(class.join("origin").join(name)).unwrap_or_default()
+    }
+
+    fn refused(class: &Path) -> String {
+        std::fs::read_to_string(class.join("reports/refused.txt")).unwrap()
+    }
+
+    #[test]
+    fn names_follow_one_rule() {
+        assert_eq!(archive_name("hand-in-alice.tar.gz"), Ok("alice".into()));
+        assert_eq!(archive_name("bob_2.tar.gz"), Ok("bob_2".into()));
+        assert_eq!(branch_name("hand-in/carol-x"), Ok("carol-x".into()));
+        assert_eq!(checked(&"a".repeat(64)), Ok("a".repeat(64)));
+        for bad in ["hand-in-.tar.gz", "hand-in-al ice.tar.gz", "hand-in-_x.tar.gz", "hand-in-é.tar.gz", "alice.zip"] {
+            assert!(archive_name(bad).is_err(), "{bad}");
+        }
+        assert!(archive_name(&format!("{}.tar.gz", "a".repeat(65))).unwrap_err().contains("at most 64 bytes"));
+        assert!(branch_name("hand-in/zzz/alice").unwrap_err().contains("no `/`"));
+        assert!(branch_name("hand-in/").is_err());
+    }
+
+    /// A class and a directory `hand-ins/` of a regular hand-in `alice/`, and what `script`
+    /// makes there next to it.
+    fn hand_ins(test: &str, script: &str) -> (Scratch, PathBuf, PathBuf) {
+        let root = scratch(test);
+        sh(&root.0, "mkdir -p hand-ins/alice/exercises && echo fn >hand-ins/alice/exercises/05_modify_qp_rtr.rs");
+        sh(&root.0.join("hand-ins"), script);
+        let (class, dir) = (root.0.join("class"), root.0.join("hand-ins"));
+        (root, class, dir)
+    }
+
+    #[test]
+    fn archives_and_directories_are_taken_with_the_time_received() {
+        let (_root, class, dir) = hand_ins(
+            "taken",
+            "tar -czf hand-in-bob.tar.gz -C alice exercises
+             touch -d @1795734000 hand-in-bob.tar.gz alice",
+        );
+        intake_cmd(&class, &[dir.display().to_string()]).unwrap();
+        for name in ["alice", "bob"] {
+            assert!(class.join("incoming").join(name).join("exercises/05_modify_qp_rtr.rs").is_file(), "{name}");
+            assert!(origin(&class, name).contains("received\t2026-11-26T23:00:00Z\n"), "{}", origin(&class, name));
+        }
+        assert!(origin(&class, "bob").starts_with(&format!("source\t{}\n", dir.join("hand-in-bob.tar.gz").display())));
+        assert_eq!(refused(&class), "");
+        // Graded students are kept as they are.
+        std::fs::write(class.join("results/alice.tsv"), "").unwrap();
+        std::fs::remove_dir_all(class.join("incoming/alice/exercises")).unwrap();
+        intake_cmd(&class, &[dir.display().to_string()]).unwrap();
+        assert!(!class.join("incoming/alice/exercises").exists());
+    }
+
+    #[test]
+    fn a_second_hand_in_of_a_student_is_refused() {
+        let (_root, class, dir) = hand_ins(
+            "twice",
+            "tar -czf hand-in-alice.tar.gz -C alice . && mkdir ../more && cp hand-in-alice.tar.gz ../more/alice.tar.gz",
+        );
+        std::fs::write(dir.join("alice/exercises/first"), "").unwrap();
+        let more = dir.parent().unwrap().join("more");
+        intake_cmd(&class, &[dir.display().to_string(), more.display().to_string()]).unwrap();
+        let list = refused(&class);
+        assert_eq!(list.lines().count(), 2, "{list}");
+        assert!(list.contains(&format!(
+            "a second hand-in of alice, refused: the one from {} is theirs",
+            dir.join("alice").display()
+        )));
+        assert!(class.join("incoming/alice/exercises/first").exists());
+    }
+
+    /// Takes the hand-ins in `dir` and asserts that `name`'s was refused, the reason in its
+    /// origin and the list holding `why`.
+    fn assert_refused(class: &Path, dir: &Path, name: &str, why: &str) {
+        intake_cmd(class, &[dir.display().to_string()]).unwrap();
+        let origin = origin(class, name);
+        assert!(origin.contains("\nrefused\t") && origin.contains(why), "{origin}");
+        assert!(refused(class).contains(why), "{}", refused(class));
+        assert_eq!(std::fs::read_dir(class.join("incoming").join(name)).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_symlinked_exercises_directory_is_refused() {
+        // The link, then a file through it: the grader reading exercises/ would read (GNU
+        // tar, extracting, might write) where the link points, outside the hand-in.
+        let (_root, class, dir) = hand_ins(
+            "symlink",
+            "mkdir ../out bob && ln -s \"$(dirname \"$PWD\")/out\" bob/exercises && tar -cf bob.tar -C bob exercises
+             rm -r bob && tar -rf bob.tar -C alice exercises/05_modify_qp_rtr.rs && gzip -c bob.tar >hand-in-bob.tar.gz
+             rm bob.tar",
+        );
+        assert_refused(&class, &dir, "bob", "out: a symbolic link");
+        assert!(!dir.parent().unwrap().join("out/05_modify_qp_rtr.rs").exists());
+        assert!(class.join("incoming/alice/exercises").is_dir());
+        // Unpacked, the same.
+        let (_root, class, dir) = hand_ins("symlink-dir", "mkdir bob && ln -s /etc bob/exercises");
+        assert_refused(&class, &dir, "bob", "exercises: a symbolic link");
+    }
+
+    #[test]
+    fn a_refused_hand_in_is_its_students_failure_with_the_reason() {
+        let (_root, class, dir) = hand_ins("prepare", "mkdir bob && ln -s /etc bob/exercises");
+        intake_cmd(&class, &[dir.display().to_string()]).unwrap();
+        super::super::prepare_cmd(&class, "05").unwrap();
+        let handin = std::fs::read_to_string(class.join("students/bob/handin.tsv")).unwrap();
+        assert!(handin.contains("\nhandin_error\texercises: a symbolic link;"), "{handin}");
+        assert!(!handin.contains("manifest_error"), "a refused hand-in is not read: {handin}");
+        let alice = std::fs::read_to_string(class.join("students/alice/handin.tsv")).unwrap();
+        assert!(alice.contains("file\t05_modify_qp_rtr\t") && !alice.contains("handin_error"), "{alice}");
+    }
+
+    #[test]
+    fn a_hard_link_is_refused() {
+        let (_root, class, dir) = hand_ins(
+            "hardlink",
+            "mkdir bob && echo x >bob/a && ln bob/a bob/b && tar -czf hand-in-bob.tar.gz -C bob a b && rm -r bob",
+        );
+        assert_refused(&class, &dir, "bob", "b link to a: a hard link");
+        let (_root, class, dir) = hand_ins("hardlink-dir", "mkdir bob && echo x >bob/a && ln bob/a bob/b");
+        assert_refused(&class, &dir, "bob", "a: a hard link (a file of 2 names)");
+    }
+
+    #[test]
+    fn members_outside_the_hand_in_are_refused() {
+        let (_root, class, dir) =
+            hand_ins("dotdot", "mkdir bob && echo x >x && tar -czPf hand-in-bob.tar.gz -C bob ../x && rm -r bob x");
+        assert_refused(&class, &dir, "bob", "../x: a path outside the hand-in");
+        let (_root, class, dir) =
+            hand_ins("absolute", "echo x >../x && tar -czPf hand-in-bob.tar.gz \"$(dirname \"$PWD\")/x\"");
+        assert_refused(&class, &dir, "bob", "an absolute path");
+    }
+
+    #[test]
+    fn a_name_that_breaks_the_rule_is_refused_and_the_others_taken() {
+        let long = "a".repeat(65);
+        let (_root, class, dir) =
+            hand_ins("names", &format!("mkdir -p _bob {long} && tar -czf hand-in-c.d.tar.gz -C alice ."));
+        intake_cmd(&class, &[dir.display().to_string()]).unwrap();
+        let list = refused(&class);
+        assert_eq!(list.lines().count(), 3, "{list}");
+        assert!(list.lines().all(|l| l.contains(NAME_RULE)), "{list}");
+        let taken: Vec<_> =
+            std::fs::read_dir(class.join("incoming")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(taken, ["alice"]);
+    }
+
+    #[test]
+    fn branches_are_taken_by_their_one_name_with_commit_and_time() {
+        let scratch = scratch("git");
+        let root = &scratch.0;
+        sh(
+            root,
+            "git init --quiet repo && cd repo
+             git() { command git -c user.name=t -c user.email=t@t -c commit.gpgsign=false \"$@\"; }
+             mkdir exercises && echo alice >exercises/05_modify_qp_rtr.rs && git add . && git commit -qm a
+             git branch hand-in/alice
+             echo zzz >exercises/05_modify_qp_rtr.rs && git commit -qam z && git branch hand-in/zzz/alice
+             git checkout -q -b hand-in/bob hand-in/alice && ln -s /etc link && git add link && git commit -qm l",
+        );
+        let (class, remote) = (root.join("class"), root.join("repo").display().to_string());
+        intake_cmd(&class, std::slice::from_ref(&remote)).unwrap();
+        let alice = class.join("incoming/alice/exercises/05_modify_qp_rtr.rs");
+        assert_eq!(std::fs::read_to_string(&alice).unwrap(), "alice\n");
+        let origin_alice = origin(&class, "alice");
+        let commit = git(&root.join("repo"), &["rev-parse", "hand-in/alice"]).unwrap().trim().to_string();
+        let head = format!("source\t{remote} hand-in/alice\ncommit\t{commit}\nreceived\t20");
+        assert!(origin_alice.starts_with(&head), "{origin_alice}");
+        assert!(refused(&class).contains("hand-in/zzz/alice: a hand-in branch is hand-in/NAME"));
+        assert_refused(&class, Path::new(&remote), "bob", "link: a symbolic link");
+        // The time received is the first fetch's, not the last one's.
+        let mirror = std::fs::read_dir(&class)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "git"))
+            .unwrap();
+        std::fs::write(mirror.join("received").join(&commit), "2000-01-01T00:00:00Z\n").unwrap();
+        intake_cmd(&class, &[remote]).unwrap();
+        assert!(origin(&class, "alice").contains("received\t2000-01-01T00:00:00Z\n"));
+    }
+}
