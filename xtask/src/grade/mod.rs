@@ -10,9 +10,10 @@
 //!                                                     and a crate per step to build them in
 //! grade prebuild CLASS                                (host) those crates with the
 //!                                                     reference's stages, and their dependencies
-//! grade vm CLASS [--build-seconds N]                  (root, in the lab VM) build the hand-ins'
-//!                                                     files and grade them, student by student,
-//!                                                     each build bounded by N s (default 120)
+//! grade build CLASS [--build-seconds N]               (host) build the hand-ins' files, each
+//!                                                     sealed, bounded by N s (default 60)
+//! grade vm CLASS                                      (root, in the lab VM) grade them, student
+//!                                                     by student
 //! grade bounded UID SECONDS PROGRAM ARGS…             (root, in the VM) one sealed, bounded run
 //! grade report CLASS                                  JUnit per student, moodle.csv,
 //!                                                     Gradescope's results.json
@@ -25,8 +26,9 @@
 //! them; `origin/NAME` says from where and when), `students/NAME/handin.tsv` what the grader took
 //! (files and their SHA-256), `handed/` each different file once (named by its SHA-256),
 //! `build/` a crate per graded step that each file is built in, in turn, `target/` their
-//! builds (the host's; the VM's stay in its memory), `bins/` the programs built from the
-//! files, `build.log` the compiler's messages, `results/NAME.tsv` the
+//! builds, `cargo-home/` the last build's own, `bins/` the programs built from the files,
+//! `built/KEY.log` what a build that failed said, `build.log` the compiler's messages,
+//! `sandbox/` the scripts that run each student's program sealed, `results/NAME.tsv` the
 //! verdicts (a student is graded once: what is there is kept, so an interrupted grading
 //! resumes), `reports/`.
 //!
@@ -44,7 +46,6 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::exercise::{self, append_result, class_crate, class_workspace, ReferenceRuns, DEADLINE};
@@ -283,9 +284,28 @@ const BOUND_FLOOR: u64 = 15;
 /// is broken, and lab/grade boots again rather than fail a student.
 const INFRASTRUCTURE: u8 = 3;
 
-/// `grade vm CLASS [--build-seconds N]` (root, in the lab VM): builds the pending students' files, then
-/// grades them one after the other, each as an account of its own.
-fn vm_cmd(class: &Path, build_seconds: u64) -> Result<ExitCode, String> {
+/// The different files of the students not graded yet, each once, with its step: what
+/// `grade build` builds and `grade vm` runs.
+fn pending_files(class: &Path) -> Result<Vec<(String, testkit::Step)>, String> {
+    let steps = graded_steps(class)?;
+    let mut files: Vec<(String, testkit::Step)> = Vec::new();
+    for name in students(class)?.into_iter().filter(|n| !done(class, n)) {
+        let handin = key_values(&class.join("students").join(name).join("handin.tsv"));
+        for step in &steps {
+            if let Some(sha) = file_sha(&handin, &step.bin) {
+                let key = file_key(&sha, &step.bin);
+                if !files.iter().any(|(k, _)| *k == key) {
+                    files.push((key, step.clone()));
+                }
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// `grade vm CLASS` (root, in the lab VM): grades the pending students, their files built
+/// by `grade build`, one after the other, each as an account of its own.
+fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
     testkit::require_device();
     let steps = graded_steps(class)?;
     let pending: Vec<String> = students(class)?.into_iter().filter(|n| !done(class, n)).collect();
@@ -294,45 +314,15 @@ fn vm_cmd(class: &Path, build_seconds: u64) -> Result<ExitCode, String> {
     }
     sandbox::cgroups()?;
     let start = Instant::now();
-    let mut files: Vec<(String, &testkit::Step)> = Vec::new();
-    for name in &pending {
-        let handin = key_values(&class.join("students").join(name).join("handin.tsv"));
-        for step in &steps {
-            if let Some(sha) = file_sha(&handin, &step.bin) {
-                let key = file_key(&sha, &step.bin);
-                if !files.iter().any(|(k, _)| *k == key) {
-                    files.push((key, step));
-                }
-            }
-        }
-    }
-    eprintln!("grade: {} students, {} different files to build, in the VM ...", pending.len(), files.len());
-    let (sender, receiver) = std::sync::mpsc::channel();
-    let stop = AtomicBool::new(false);
-    let (built, graded) = std::thread::scope(|scope| {
-        let (limits, files, stop) = (sandbox::Limits { seconds: build_seconds, ..sandbox::BUILD }, &files, &stop);
-        let builder = scope.spawn(move || build::build_files(class, files, &limits, sender, stop));
-        let graded = grade_students(class, &steps, &pending, &receiver);
-        stop.store(true, Ordering::SeqCst);
-        (builder.join().unwrap_or_else(|_| Err("the builder panicked".into())), graded)
-    });
-    built?;
-    let code = graded?;
+    let code = grade_students(class, &steps, &pending)?;
     eprintln!("grade: {} students graded in {:.0} s", pending.len(), start.elapsed().as_secs_f64());
     Ok(code)
 }
 
-/// Grades the `pending` students one after the other, each as an account of its own, each
-/// once its files are built (`built`).
-fn grade_students(
-    class: &Path,
-    steps: &[testkit::Step],
-    pending: &[String],
-    built: &std::sync::mpsc::Receiver<build::Built>,
-) -> Result<ExitCode, String> {
+/// Grades the `pending` students one after the other, each as an account of its own.
+fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> Result<ExitCode, String> {
     let reference_dir =
         std::env::current_exe().map_err(|e| e.to_string())?.parent().expect("in a directory").to_path_buf();
-    let mut compiled: HashMap<String, Option<String>> = HashMap::new();
     let wrappers = class.join("sandbox");
     std::fs::create_dir_all(&wrappers).map_err(io(&wrappers))?;
     let results = class.join("results");
@@ -351,21 +341,17 @@ fn grade_students(
         for step in steps {
             let sha = file_sha(&handin, &step.bin);
             let key = file_key(sha.as_deref().unwrap_or_default(), &step.bin);
-            while sha.is_some() && !compiled.contains_key(&key) {
-                let (done, errors) = built.recv().map_err(|_| format!("the builds stopped before {key} was built"))?;
-                compiled.insert(done, errors);
-            }
+            let compiled = if sha.is_some() { build::built(class, &key)? } else { None };
             let t = Instant::now();
             let mut same_as = None;
             let verdict = if let Some(e) = &handin_error {
                 Err(format!("the hand-in could not be taken: {e}"))
             } else if sha.is_none() {
                 Err(format!("not handed in: there is no exercises/{}.rs", step.bin))
-            } else if let Some(Some(stopped)) =
-                compiled.get(&key).filter(|m| m.as_ref().is_some_and(|m| m.starts_with("the build was stopped")))
-            {
-                Err(format!("exercises/{}.rs: {stopped}", step.bin))
-            } else if let Some(Some(messages)) = compiled.get(&key) {
+            } else if let Some(stopped) = compiled.as_ref().filter(|m| m.starts_with("the build was stopped")) {
+                let messages = build_errors(stopped, &class.join("build"), &student_file(class, step), &step.bin);
+                Err(format!("exercises/{}.rs: {messages}", step.bin))
+            } else if let Some(messages) = &compiled {
                 Err(format!(
                     "exercises/{}.rs does not compile:\n{}",
                     step.bin,
@@ -446,11 +432,13 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("intake") if args.len() >= 3 => intake::intake_cmd(&class(1), &args[2..]).map(|()| ExitCode::SUCCESS),
         Some("prepare") if args.len() == 3 => prepare_cmd(&class(1), &args[2]).map(|()| ExitCode::SUCCESS),
         Some("prebuild") if args.len() == 2 => build::prebuild_cmd(&class(1)).map(|()| ExitCode::SUCCESS),
-        Some("vm") if args.len() == 2 => vm_cmd(&class(1), sandbox::BUILD.seconds),
-        Some("vm") if args.len() == 4 && args[2] == "--build-seconds" => match args[3].parse() {
-            Ok(seconds) => vm_cmd(&class(1), seconds),
+        Some("build") if args.len() == 2 => build::build_cmd(&class(1), &sandbox::BUILD).map(|()| ExitCode::SUCCESS),
+        Some("build") if args.len() == 4 && args[2] == "--build-seconds" => match args[3].parse() {
+            Ok(seconds) => build::build_cmd(&class(1), &sandbox::Limits { seconds, ..sandbox::BUILD })
+                .map(|()| ExitCode::SUCCESS),
             Err(_) => Err(format!("not a number of seconds: {}", args[3])),
         },
+        Some("vm") if args.len() == 2 => vm_cmd(&class(1)),
         Some("bounded") => sandbox::bounded_cmd(&args[1..]).map(|code| ExitCode::from(code.clamp(0, 255) as u8)),
         Some("report") if args.len() == 2 => exercise::root()
             .and_then(|project| reports::report_cmd(&class(1), &grader_version(&project)).map(|()| ExitCode::SUCCESS)),
@@ -461,7 +449,7 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("verify") if args.len() == 3 => synth::verify_cmd(&class(1), &class(2)).map(|()| ExitCode::SUCCESS),
         _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade intake CLASS SUBMISSION... | \
                   grade prepare CLASS STEPS | \
-                  grade prebuild CLASS | grade vm CLASS [--build-seconds N] | grade bounded UID SECONDS PROGRAM [ARGS...] | grade report CLASS | \
+                  grade prebuild CLASS | grade build CLASS [--build-seconds N] | grade vm CLASS | grade bounded UID SECONDS PROGRAM [ARGS...] | grade report CLASS | \
                   grade synth OUT N | grade verify CLASS INTENDED"
             .into()),
     };

@@ -1,18 +1,20 @@
-//! The lab VM as the sandbox: students' code is built and run there only, each build and
+//! The sandbox: students' code is built on the host and run in the lab VM, each build and
 //! each run sealed in a view of its own and bounded.
 //!
-//! The VM shares the host's root read-only and the project read-write (lab/run): reachable
-//! as is, the reference's binaries, the instructor's answers, the other students' files and
-//! the cargo home would all be there for a student's program to read, exec or overwrite
-//! (each was tried). So nothing a student wrote runs in that view. Each build and each run
-//! gets a mount namespace of its own, made by bubblewrap (Debian's `bubblewrap`, run by the
-//! grader as root), holding the system's programs and libraries read-only and only what
-//! that process needs besides (see [`View`]); it runs there as an account of its own
-//! (`setpriv`, no new privileges), in a cgroup of its own whose memory and process counts
-//! are bounded, for a bounded time and output ([`bounded`]). Its `/tmp` and `/dev/shm` are
-//! its own, in memory charged to its cgroup: they die with it, and count against its
-//! memory bound. It has its own PID, IPC and UTS namespaces: it sees no other process,
-//! and its System V IPC objects go with it.
+//! The host, and the VM that shares its root read-only and the project read-write
+//! (lab/run), hold the reference's binaries, the instructor's answers, the other students'
+//! files and the cargo home: reachable as they are, a student's program could read, exec
+//! or overwrite each (each was tried). So nothing a student wrote runs in that view. Each
+//! build and each run gets a mount namespace of its own, made by bubblewrap (Debian's
+//! `bubblewrap`), holding the system's programs and libraries read-only and only what that
+//! process needs besides (see [`View`]), with its own `/tmp` and `/dev/shm`, and its own
+//! PID, IPC and UTS namespaces: it sees no other process, and its System V IPC objects go
+//! with it. It is bounded in time and output ([`bounded`]), and in memory and processes:
+//! - a build, on the host ([`Who::Mapped`]): in a user namespace of its own, as an account
+//!   that owns nothing outside, with no network, its address space bounded (`prlimit`);
+//! - a run, in the VM ([`Who::Account`]): as an account of its own (`setpriv`, no new
+//!   privileges), in a cgroup whose memory (its `/tmp` and `/dev/shm` included) and
+//!   process counts are bounded, all of it killed at once when it hits a bound.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -21,7 +23,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// The account every student's build runs as in the VM.
+/// The account every student's build runs as, in its user namespace on the host.
 pub(crate) const BUILD_UID: u32 = 64000;
 /// Student `i` (of this grading run) runs as `FIRST_RUN_UID + i`.
 pub(crate) const FIRST_RUN_UID: u32 = 64001;
@@ -30,9 +32,11 @@ pub(crate) const FIRST_RUN_UID: u32 = 64001;
 pub(crate) struct Limits {
     /// Wall-clock seconds.
     pub(crate) seconds: u64,
-    /// Bytes of memory, its `/tmp` and `/dev/shm` included (the cgroup's `memory.max`).
+    /// Bytes of memory: in the VM, the cgroup's `memory.max` (its `/tmp` and `/dev/shm`
+    /// included); on the host, each process's address space (`RLIMIT_AS`).
     pub(crate) memory: u64,
-    /// Processes and threads at once (`pids.max`): a fork bomb stops here.
+    /// Processes and threads at once, in the VM (`pids.max`): a fork bomb stops here. (A
+    /// build runs nothing of the student's: rustc evaluates constants, it runs no code.)
     pub(crate) pids: u32,
     /// Bytes of output, stdout and stderr together; a trace is a few KiB.
     pub(crate) output: usize,
@@ -40,9 +44,10 @@ pub(crate) struct Limits {
 
 /// A student's program, run opposite its peer: a ping-pong needs a few MiB.
 pub(crate) const RUN: Limits = Limits { seconds: 0, memory: 256 << 20, pids: 64, output: 1 << 20 };
-/// A student's build: cargo and rustc compiling one step's program (≈300 MiB seen for the
-/// library); the compiler's messages about one file.
-pub(crate) const BUILD: Limits = Limits { seconds: 120, memory: 1 << 30, pids: 256, output: 256 << 10 };
+/// A student's build: cargo and rustc compiling one step's program, natively (≈1 s, ≈200
+/// MiB resident; rustc's threads reserve more address space than they use, so 2 GiB); the
+/// compiler's messages about one file.
+pub(crate) const BUILD: Limits = Limits { seconds: 60, memory: 2 << 30, pids: 0, output: 256 << 10 };
 
 /// How a bounded process ended.
 #[derive(Debug, PartialEq)]
@@ -136,7 +141,7 @@ impl View {
         self.bind("--ro-bind", path, path)
     }
 
-    /// `path`, read-write (for what the account owns: see [`give`]).
+    /// `path`, read-write.
     pub(crate) fn rw(self, path: &Path) -> View {
         self.bind("--bind", path, path)
     }
@@ -167,19 +172,38 @@ impl View {
         self
     }
 
-    /// `program args…` in this view as `uid` (its group too, no other), unable to gain
-    /// privileges (a set-user-ID program stays what it is).
-    pub(crate) fn command(&self, uid: u32, program: &Path, args: &[OsString]) -> Vec<OsString> {
+    /// `program args…` in this view as `who`.
+    pub(crate) fn command(&self, who: Who, program: &Path, args: &[OsString]) -> Vec<OsString> {
         let mut argv: Vec<OsString> = vec!["bwrap".into()];
+        let id = match who {
+            Who::Account(uid) | Who::Mapped(uid) => uid.to_string(),
+        };
+        if let Who::Mapped(_) = who {
+            argv.extend(["--unshare-user", "--uid", &id, "--gid", &id].map(OsString::from));
+        }
         argv.extend(self.args.iter().cloned());
-        let id = uid.to_string();
-        for a in ["--", "setpriv", "--reuid", &id, "--regid", &id, "--clear-groups", "--no-new-privs", "--"] {
-            argv.push(a.into());
+        argv.push("--".into());
+        if let Who::Account(_) = who {
+            argv.extend(
+                ["setpriv", "--reuid", &id, "--regid", &id, "--clear-groups", "--no-new-privs", "--"]
+                    .map(OsString::from),
+            );
         }
         argv.push(program.into());
         argv.extend(args.iter().cloned());
         argv
     }
+}
+
+/// Who a sandboxed process runs as.
+#[derive(Clone, Copy)]
+pub(crate) enum Who {
+    /// `uid` of the machine (bubblewrap run as root, then `setpriv`): in the VM, where
+    /// the grader is root and each student has an account of their own.
+    Account(u32),
+    /// `uid` of a user namespace of its own, mapped to whoever runs the grader (bubblewrap
+    /// unprivileged: an instructor's own account will do), with no capability: on the host.
+    Mapped(u32),
 }
 
 /// Where the grader's cgroups are.
@@ -270,22 +294,43 @@ fn pump(mut from: impl Read, mut to: impl Write, budget: &AtomicUsize, flooded: 
     }
 }
 
-/// Runs `argv` (a [`View::command`]) in a cgroup of its own named `name`, bounded by
-/// `limits`: its stdout and stderr go to `out` and `err` until the output bound; when it
-/// hits a bound, it and everything it started are killed.
+/// How a bounded process is held to its memory and processes.
+pub(crate) enum Fence<'a> {
+    /// A cgroup of its own, named so (the VM: see [`cgroups`]).
+    Cgroup(&'a str),
+    /// `RLIMIT_AS` on each process (the host, whose cgroups the grader may not own).
+    Rlimit,
+}
+
+/// Runs `argv` (a [`View::command`]) within `fence`, bounded by `limits`: its stdout and
+/// stderr go to `out` and `err` until the output bound; when it hits a bound, it and
+/// everything it started are killed (its cgroup at once; else bubblewrap, whose PID
+/// namespace dies with it).
 pub(crate) fn bounded(
     argv: &[OsString],
-    name: &str,
+    fence: Fence,
     limits: &Limits,
     out: impl Write + Send,
     err: impl Write + Send,
 ) -> Result<Ended, String> {
-    let cgroup = Cgroup::new(name, limits)?;
-    // The shell joins the cgroup, then becomes bubblewrap: everything from there on is in it.
-    let mut child = Command::new("/bin/sh")
-        .arg("-c")
-        .arg("echo $$ >\"$0\" && exec \"$@\"")
-        .arg(cgroup.path.join("cgroup.procs"))
+    let cgroup = match fence {
+        Fence::Cgroup(name) => Some(Cgroup::new(name, limits)?),
+        Fence::Rlimit => None,
+    };
+    let mut cmd = match &cgroup {
+        // The shell joins the cgroup, then becomes bubblewrap: everything from there on is in it.
+        Some(cgroup) => {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.arg("-c").arg("echo $$ >\"$0\" && exec \"$@\"").arg(cgroup.path.join("cgroup.procs"));
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new("prlimit");
+            cmd.arg(format!("--as={}", limits.memory)).args(["--core=0", "--"]);
+            cmd
+        }
+    };
+    let mut child = cmd
         .args(argv)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -310,7 +355,9 @@ pub(crate) fn bounded(
             std::thread::sleep(Duration::from_millis(20));
         };
         // Its children may hold the pipes open: they go, then the pumps end.
-        cgroup.kill();
+        if let Some(cgroup) = &cgroup {
+            cgroup.kill();
+        }
         let _ = child.kill();
         let _ = child.wait();
         status
@@ -319,7 +366,7 @@ pub(crate) fn bounded(
     Ok(match status {
         _ if flooded.load(Ordering::SeqCst) => Ended::Output,
         None => Ended::Time,
-        Some(_) if cgroup.oom_killed() => Ended::Memory,
+        Some(_) if cgroup.as_ref().is_some_and(Cgroup::oom_killed) => Ended::Memory,
         Some(s) => match (s.code(), s.signal()) {
             (Some(code), _) => Ended::Status(code),
             (None, Some(sig)) => Ended::Signal(sig),
@@ -335,33 +382,6 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     } else {
         Err(format!("{cmd:?}: {status}"))
     }
-}
-
-/// Keeps what is written under `dir` in the VM's memory, for the rest of this boot: an
-/// overlay at the same path, `dir` below (read over the project's 9p share), the VM's
-/// `/run` (a tmpfs) above. A build writes thousands of small files (incremental
-/// compilation's state); over the share each is a round trip to the host, in memory it is
-/// not. `metacopy=on`: a `chown` (see [`give`]) copies a file's metadata up, not its data.
-/// What is written there is gone when the VM stops.
-pub(crate) fn in_memory(dir: &Path) -> Result<(), String> {
-    let lower = dir.to_str().filter(|d| !d.contains([',', ':', '\\'])).ok_or_else(|| {
-        format!("{}: a path with `,`, `:` or `\\` cannot be an overlay's (mount's options)", dir.display())
-    })?;
-    let name = dir.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{}: no name", dir.display()))?;
-    let (upper, work) = (format!("/run/grade/{name}/upper"), format!("/run/grade/{name}/work"));
-    for d in [&upper, &work] {
-        std::fs::create_dir_all(d).map_err(|e| format!("{d}: {e}"))?;
-    }
-    run(Command::new("mount")
-        .args(["-t", "overlay", "overlay", "-o"])
-        .arg(format!("lowerdir={lower},upperdir={upper},workdir={work},metacopy=on"))
-        .arg(dir))
-}
-
-/// Makes `uid` the owner of `dir` and everything below it (in the VM's memory: see
-/// [`in_memory`]), so that account, and no other but root, may write there.
-pub(crate) fn give(dir: &Path, uid: u32) -> Result<(), String> {
-    run(Command::new("chown").arg("-R").arg(format!("{uid}:{uid}")).arg(dir))
 }
 
 /// Ends every process of `uid` (what a program left behind outside its cgroup: nothing,
@@ -383,8 +403,7 @@ pub(crate) fn wrapper(at: &Path, uid: u32, seconds: u64, program: &Path) -> Resu
     use std::os::unix::fs::PermissionsExt;
     let tool = std::env::current_exe().map_err(|e| format!("where is this grader? {e}"))?;
     let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
-    let script =
-        format!("#!/bin/sh\nexec {} grade bounded {uid} {seconds} {} \"$@\"\n", quote(&tool), quote(program));
+    let script = format!("#!/bin/sh\nexec {} grade bounded {uid} {seconds} {} \"$@\"\n", quote(&tool), quote(program));
     std::fs::write(at, script).map_err(|e| format!("{}: {e}", at.display()))?;
     std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).map_err(|e| format!("{}: {e}", at.display()))
 }
@@ -411,9 +430,9 @@ pub(crate) fn bounded_cmd(args: &[String]) -> Result<i32, String> {
             view.env(key, value);
         }
     }
-    let argv = view.command(uid, program, &rest.iter().map(OsString::from).collect::<Vec<_>>());
+    let argv = view.command(Who::Account(uid), program, &rest.iter().map(OsString::from).collect::<Vec<_>>());
     let name = format!("run-{uid}-{}", std::process::id());
-    let ended = bounded(&argv, &name, &limits, std::io::stdout(), std::io::stderr())?;
+    let ended = bounded(&argv, Fence::Cgroup(&name), &limits, std::io::stdout(), std::io::stderr())?;
     kill_all(uid);
     if let Some(why) = ended.bound(&limits) {
         eprintln!("\n[grader] stopped: {why}");

@@ -163,7 +163,7 @@ const KINDS: [Kind; 16] = [
     Kind {
         // A constant whose evaluation never ends: rustc spins until the build's bound.
         name: "build-spin",
-        make: |t, _| Ok(format!("#[allow(long_running_const_eval)]\nconst _: () = loop {{}};\n{t}")),
+        make: |t, _| first_in_modify(t, "#[allow(long_running_const_eval)]\n    const _: () = loop {};"),
         verdict: "the build was stopped",
     },
 ];
