@@ -12,8 +12,9 @@
 //!                                                     reference's stages, and their dependencies
 //! grade build CLASS [--build-seconds N]               (host) build the hand-ins' files, each
 //!                                                     sealed, bounded by N s (default 60)
-//! grade vm CLASS                                      (root, in the lab VM) grade them, student
-//!                                                     by student
+//! grade vm CLASS [--build-seconds N]                  (root, in the lab VM) grade them, student
+//!                                                     by student (building there what the host
+//!                                                     could not, N s each, default 300)
 //! grade bounded UID SECONDS PROGRAM ARGS…             (root, in the VM) one sealed, bounded run
 //! grade report CLASS                                  JUnit per student, moodle.csv,
 //!                                                     Gradescope's results.json
@@ -303,9 +304,10 @@ fn pending_files(class: &Path) -> Result<Vec<(String, testkit::Step)>, String> {
     Ok(files)
 }
 
-/// `grade vm CLASS` (root, in the lab VM): grades the pending students, their files built
-/// by `grade build`, one after the other, each as an account of its own.
-fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
+/// `grade vm CLASS [--build-seconds N]` (root, in the lab VM): grades the pending students
+/// one after the other, each as an account of its own, their files built by `grade build`
+/// (or here, each build bounded by N s, when the host could not).
+fn vm_cmd(class: &Path, build: &sandbox::Limits) -> Result<ExitCode, String> {
     testkit::require_device();
     let steps = graded_steps(class)?;
     let pending: Vec<String> = students(class)?.into_iter().filter(|n| !done(class, n)).collect();
@@ -314,6 +316,7 @@ fn vm_cmd(class: &Path) -> Result<ExitCode, String> {
     }
     sandbox::cgroups()?;
     let start = Instant::now();
+    build::build_files(class, build, build::Place::Vm)?;
     let code = grade_students(class, &steps, &pending)?;
     eprintln!("grade: {} students graded in {:.0} s", pending.len(), start.elapsed().as_secs_f64());
     Ok(code)
@@ -438,7 +441,12 @@ pub fn main(args: &[String]) -> ExitCode {
                 .map(|()| ExitCode::SUCCESS),
             Err(_) => Err(format!("not a number of seconds: {}", args[3])),
         },
-        Some("vm") if args.len() == 2 => vm_cmd(&class(1)),
+        // Under emulation a build takes 10-100 times as long as on the host, in a VM of 2 GiB.
+        Some("vm") if args.len() == 2 => vm_cmd(&class(1), &sandbox::Limits { seconds: 300, ..sandbox::VM_BUILD }),
+        Some("vm") if args.len() == 4 && args[2] == "--build-seconds" => match args[3].parse() {
+            Ok(seconds) => vm_cmd(&class(1), &sandbox::Limits { seconds, ..sandbox::VM_BUILD }),
+            Err(_) => Err(format!("not a number of seconds: {}", args[3])),
+        },
         Some("bounded") => sandbox::bounded_cmd(&args[1..]).map(|code| ExitCode::from(code.clamp(0, 255) as u8)),
         Some("report") if args.len() == 2 => exercise::root()
             .and_then(|project| reports::report_cmd(&class(1), &grader_version(&project)).map(|()| ExitCode::SUCCESS)),
@@ -449,7 +457,7 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("verify") if args.len() == 3 => synth::verify_cmd(&class(1), &class(2)).map(|()| ExitCode::SUCCESS),
         _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade intake CLASS SUBMISSION... | \
                   grade prepare CLASS STEPS | \
-                  grade prebuild CLASS | grade build CLASS [--build-seconds N] | grade vm CLASS | grade bounded UID SECONDS PROGRAM [ARGS...] | grade report CLASS | \
+                  grade prebuild CLASS | grade build CLASS [--build-seconds N] | grade vm CLASS [--build-seconds N] | grade bounded UID SECONDS PROGRAM [ARGS...] | grade report CLASS | \
                   grade synth OUT N | grade verify CLASS INTENDED"
             .into()),
     };

@@ -12,6 +12,7 @@
 //! with it. It is bounded in time and output ([`bounded`]), and in memory and processes:
 //! - a build, on the host ([`Who::Mapped`]): in a user namespace of its own, as an account
 //!   that owns nothing outside, with no network, its address space bounded (`prlimit`);
+//!   where the host cannot make one (a chroot, a container), in the VM as a run is;
 //! - a run, in the VM ([`Who::Account`]): as an account of its own (`setpriv`, no new
 //!   privileges), in a cgroup whose memory (its `/tmp` and `/dev/shm` included) and
 //!   process counts are bounded, all of it killed at once when it hits a bound.
@@ -35,8 +36,9 @@ pub(crate) struct Limits {
     /// Bytes of memory: in the VM, the cgroup's `memory.max` (its `/tmp` and `/dev/shm`
     /// included); on the host, each process's address space (`RLIMIT_AS`).
     pub(crate) memory: u64,
-    /// Processes and threads at once, in the VM (`pids.max`): a fork bomb stops here. (A
-    /// build runs nothing of the student's: rustc evaluates constants, it runs no code.)
+    /// Processes and threads at once, in the VM (`pids.max`): a fork bomb stops here. (On
+    /// the host only a build runs, and it runs nothing of the student's: rustc evaluates
+    /// constants, it runs no code.)
     pub(crate) pids: u32,
     /// Bytes of output, stdout and stderr together; a trace is a few KiB.
     pub(crate) output: usize,
@@ -47,7 +49,10 @@ pub(crate) const RUN: Limits = Limits { seconds: 0, memory: 256 << 20, pids: 64,
 /// A student's build: cargo and rustc compiling one step's program, natively (≈1 s, ≈200
 /// MiB resident; rustc's threads reserve more address space than they use, so 2 GiB); the
 /// compiler's messages about one file.
-pub(crate) const BUILD: Limits = Limits { seconds: 60, memory: 2 << 30, pids: 0, output: 256 << 10 };
+pub(crate) const BUILD: Limits = Limits { seconds: 60, memory: 2 << 30, pids: 256, output: 256 << 10 };
+/// The same build in the lab VM, where the host cannot make it a user namespace: 1 GiB of
+/// the VM's 2 resident (≈300 MiB seen for the library), 5 minutes under emulation.
+pub(crate) const VM_BUILD: Limits = Limits { seconds: 300, memory: 1 << 30, ..BUILD };
 
 /// How a bounded process ended.
 #[derive(Debug, PartialEq)]
@@ -141,7 +146,7 @@ impl View {
         self.bind("--ro-bind", path, path)
     }
 
-    /// `path`, read-write.
+    /// `path`, read-write (for what the account owns: see [`give`]).
     pub(crate) fn rw(self, path: &Path) -> View {
         self.bind("--bind", path, path)
     }
@@ -381,6 +386,49 @@ fn run(cmd: &mut Command) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{cmd:?}: {status}"))
+    }
+}
+
+/// Keeps what is written under `dir` in the VM's memory, for the rest of this boot: an
+/// overlay at the same path, `dir` below (read over the project's 9p share), the VM's
+/// `/run` (a tmpfs) above. A build writes thousands of small files (incremental
+/// compilation's state); over the share each is a round trip to the host, in memory it is
+/// not. `metacopy=on`: a `chown` (see [`give`]) copies a file's metadata up, not its data.
+/// What is written there is gone when the VM stops.
+pub(crate) fn in_memory(dir: &Path) -> Result<(), String> {
+    let lower = dir.to_str().filter(|d| !d.contains([',', ':', '\\'])).ok_or_else(|| {
+        format!("{}: a path with `,`, `:` or `\\` cannot be an overlay's (mount's options)", dir.display())
+    })?;
+    let name = dir.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{}: no name", dir.display()))?;
+    let (upper, work) = (format!("/run/grade/{name}/upper"), format!("/run/grade/{name}/work"));
+    for d in [&upper, &work] {
+        std::fs::create_dir_all(d).map_err(|e| format!("{d}: {e}"))?;
+    }
+    run(Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o"])
+        .arg(format!("lowerdir={lower},upperdir={upper},workdir={work},metacopy=on"))
+        .arg(dir))
+}
+
+/// Makes `uid` the owner of `dir` and everything below it (in the VM's memory: see
+/// [`in_memory`]), so that account, and no other but root, may write there.
+pub(crate) fn give(dir: &Path, uid: u32) -> Result<(), String> {
+    run(Command::new("chown").arg("-R").arg(format!("{uid}:{uid}")).arg(dir))
+}
+
+/// Whether bubblewrap can give a process a user namespace of its own here, or why not: a
+/// chroot cannot (the kernel refuses), nor, by default, a Docker container (its seccomp
+/// profile) or a kernel that forbids unprivileged user namespaces.
+pub(crate) fn user_namespaces() -> Result<(), String> {
+    let out = Command::new("bwrap")
+        .args(["--unshare-user", "--ro-bind", "/", "/", "--", "/bin/true"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("bwrap: {e} (Debian's bubblewrap; lab/setup --tests installs it)"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("bwrap: {}", String::from_utf8_lossy(&out.stderr).trim()))
     }
 }
 
