@@ -1,7 +1,10 @@
-//! The class grader (issue 40): a synthetic class, one hand-in of each kind (`cargo xtask
-//! grade synth`), a copy of one of them, and one more handed in as a student does,
-//! `lab/submit --to` a git remote, all graded by `lab/grade` in one lab VM boot. Every verdict must be the one
-//! intended — the forged all-pass self-check changes nothing — and every report must parse:
+//! The class grader (issues 40 and 44): a synthetic class, one hand-in of each kind (`cargo
+//! xtask grade synth`: honest, wrong, refused, copied, and hostile — exec the reference, read
+//! the answers, poison the cargo home, walk the filesystem, spin the compiler), a byte copy
+//! of one of them, and one more handed in as a student does, `lab/submit --to` a git
+//! remote, all graded by `lab/grade`: built on the host, run in one lab VM boot, each sealed.
+//! Every verdict and flag must be the one intended — the forged all-pass self-check changes
+//! nothing, no hostile hand-in changes a classmate's — and every report must parse:
 //! JUnit with its provenance, the Moodle CSV, Gradescope's results.json (`grade report`
 //! checks each against its schema). Run it under the machine's VM lock:
 //! `flock /tmp/vm.lock cargo test --test host_vms grade::`.
@@ -49,18 +52,20 @@ fn a_class_of_every_kind_grades_as_intended() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let handins = dir.join("handins");
-    run(Command::new("cargo").args(["xtask", "grade", "synth"]).arg(&handins).arg("11"));
-    // A copied hand-in: the same file as s02-holes', built and run once for both.
-    let copy = handins.join("s12-copy");
+    run(Command::new("cargo").args(["xtask", "grade", "synth"]).arg(&handins).arg("20"));
+    // A copied hand-in: the same file as s02-holes', built and run once for both; an
+    // untouched exercise, which no one copies, so not flagged.
+    let copy = handins.join("s21-same-file");
     std::fs::create_dir_all(copy.join("exercises")).unwrap();
     for file in ["manifest.txt", "exercises/05_modify_qp_rtr.rs"] {
         std::fs::copy(handins.join("s02-holes").join(file), copy.join(file)).unwrap();
     }
     let mut intended = read(&handins.join("intended.tsv"));
-    intended += "s12-copy\tfail\ta hole is still empty\n";
+    intended += "s21-same-file\tfail\ta hole is still empty\n";
     std::fs::write(handins.join("intended.tsv"), intended).unwrap();
 
-    // A student's own hand-in, pushed: the reference's stage, in their exercises/.
+    // A student's own hand-in, pushed: the reference's stage, in their exercises/ (it passes,
+    // flagged as the reference's copy).
     let remote = dir.join("remote.git");
     run(Command::new("git").args(["init", "--quiet", "--bare"]).arg(&remote));
     let mine = dir.join("mine");
@@ -74,10 +79,11 @@ fn a_class_of_every_kind_grades_as_intended() {
     assert!(String::from_utf8_lossy(&nothing.stderr).contains("nothing to hand in"));
 
     let class = dir.join("class");
+    // The build-spin kind stops at its build's bound: 20 s, not the default minute.
     let text = run(Command::new(root().join("lab/grade"))
         .arg("--out")
         .arg(&class)
-        .args(["--steps", "05"])
+        .args(["--steps", "05", "--build-seconds", "20"])
         .arg(&handins)
         .arg(&remote));
     println!("{text}");
@@ -97,18 +103,22 @@ fn a_class_of_every_kind_grades_as_intended() {
     let forged = read(&class.join("reports/junit/s11-forged.xml"));
     assert!(forged.contains("failures=\"1\""), "the forged self-check counted:\n{forged}");
     // The copy's file is the `holes` one, built and run once for both; the report says so.
-    let copied = read(&class.join("reports/junit/s12-copy.xml"));
+    let copied = read(&class.join("reports/junit/s21-same-file.xml"));
     let same = "<property name=\"same_file_as:exercises/05_modify_qp_rtr.rs\" value=\"s02-holes\"/>";
     assert!(copied.contains(same), "{copied}");
     let junit = read(&class.join(format!("reports/junit/{account}.xml")));
     assert!(junit.contains(&format!("<property name=\"commit\" value=\"{}\"/>", pushed.trim())), "{junit}");
+    let flag = "<property name=\"flag:exercises/05_modify_qp_rtr.rs\" value=\"exercises/05_modify_qp_rtr.rs is token \
+                for token the reference's src/stages/modify_qp_rtr.rs and the same as s12-copy's";
+    assert!(junit.contains(flag), "{junit}");
     let csv = read(&class.join("reports/moodle.csv"));
     let rows: Vec<Vec<String>> = csv.lines().map(csv_fields).collect();
     assert_eq!(rows[0], ["username", "05_modify_qp_rtr", "total", "feedback"]);
-    assert_eq!(rows.len(), 14, "a header and 13 students:\n{csv}");
+    assert_eq!(rows.len(), 23, "a header and 22 students:\n{csv}");
     for row in &rows[1..] {
         assert_eq!(row.len(), 4, "{row:?}");
-        assert_eq!(row[1], if row[0] == "s01-complete" || row[0] == account { "1" } else { "0" }, "{row:?}");
+        let passes = ["s01-complete", "s12-copy", account.as_str()].contains(&row[0].as_str());
+        assert_eq!(row[1], if passes { "1" } else { "0" }, "{row:?}");
     }
 
     // Graded students are not graded again.

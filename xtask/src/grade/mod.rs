@@ -24,10 +24,11 @@
 //! ```
 //!
 //! CLASS is a directory: `incoming/NAME/` the hand-ins as handed in (`grade intake` takes
-//! them; `origin/NAME` says from where and when), `students/NAME/handin.tsv` what the grader took
-//! (files and their SHA-256), `handed/` each different file once (named by its SHA-256),
-//! `build/` a crate per graded step that each file is built in, in turn, `target/` their
-//! builds, `cargo-home/` the last build's own, `bins/` the programs built from the files,
+//! them; `origin/NAME` says from where and when), `students/NAME/handin.tsv` what the
+//! grader took (files and their SHA-256; why it refused one, and what each is a copy of:
+//! see `vet`), `handed/` each different file once (named by its SHA-256), `build/` a crate
+//! per graded step that each file is built in, in turn, `target/` their builds,
+//! `cargo-home/` the last build's own, `bins/` the programs built from the files,
 //! `built/KEY.log` what a build that failed said, `build.log` the compiler's messages,
 //! `sandbox/` the scripts that run each student's program sealed, `results/NAME.tsv` the
 //! verdicts (a student is graded once: what is there is kept, so an interrupted grading
@@ -42,6 +43,7 @@ mod intake;
 mod reports;
 mod sandbox;
 mod synth;
+mod vet;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -140,8 +142,12 @@ fn step_package(bin: &str) -> String {
     format!("rdma-dissect-grade-{bin}")
 }
 
-/// The SHA-256 of the file of step `bin` in a students/NAME/handin.tsv's key-values.
+/// The SHA-256 of the file of step `bin` to build, from a students/NAME/handin.tsv's
+/// key-values: none when there is none, or the grader refused it (see [`vet`]).
 fn file_sha(handin: &[(String, String)], bin: &str) -> Option<String> {
+    if vet::refused(handin, bin).is_some() {
+        return None;
+    }
     handin
         .iter()
         .find_map(|(k, v)| (k == "file").then(|| v.strip_prefix(&format!("{bin}\t"))).flatten())
@@ -159,9 +165,10 @@ fn key_values(path: &Path) -> Vec<(String, String)> {
 }
 
 /// `grade prepare CLASS STEPS`: takes every hand-in not graded yet, writes what was taken
-/// (students/NAME/handin.tsv), each different file (handed/), and the workspace of a crate
-/// per step that builds them, each crate with the reference's stage until `grade prebuild`
-/// has built it. STEPS is `all` or step numbers separated by commas. Prints how many
+/// (students/NAME/handin.tsv: with each file, why it is refused, or its tokens' key and
+/// whether it is the reference's, see [`vet`]), each different file not refused (handed/),
+/// and the workspace of a crate per step that builds them, each crate with the reference's
+/// stage until `grade prebuild` has built it. STEPS is `all` or step numbers separated by commas. Prints how many
 /// different files there are to build.
 fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
     let project = exercise::root()?;
@@ -176,6 +183,7 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
         }
         chosen
     };
+    let known = vet::known(&project, &chosen)?;
     let list: String = chosen.iter().map(|s| format!("{}\n", s.bin)).collect();
     std::fs::write(class.join("steps.txt"), list).map_err(io(class))?;
     let (mut keys, mut crates, mut pending) = (Vec::new(), Vec::new(), 0);
@@ -221,6 +229,10 @@ fn prepare_cmd(class: &Path, steps: &str) -> Result<(), String> {
                 for f in files.iter() {
                     let _ = writeln!(record, "file\t{}\t{}", f.bin, f.sha256);
                     if !chosen.iter().any(|s| s.bin == f.bin) {
+                        continue;
+                    }
+                    let bytes = std::fs::read(&f.path).map_err(io(&f.path))?;
+                    if !vet::take(&known, &f.bin, &bytes, &mut record) {
                         continue;
                     }
                     let key = file_key(&f.sha256, &f.bin);
@@ -349,6 +361,8 @@ fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> 
             let mut same_as = None;
             let verdict = if let Some(e) = &handin_error {
                 Err(format!("the hand-in could not be taken: {e}"))
+            } else if let Some(why) = vet::refused(&handin, &step.bin) {
+                Err(format!("refused, not built or run: {why}"))
             } else if sha.is_none() {
                 Err(format!("not handed in: there is no exercises/{}.rs", step.bin))
             } else if let Some(stopped) = compiled.as_ref().filter(|m| m.starts_with("the build was stopped")) {

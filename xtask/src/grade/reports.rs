@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{graded_steps, io, key_values, students};
+use super::{graded_steps, io, key_values, students, vet};
 use crate::exercise::{junit_errors_xml, junit_xml, parse_results, Verdict};
 
 /// A report keeps this much of one failure's text: a flood of output is the student's
@@ -182,8 +182,9 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
     // built and run once (see `vm_cmd`), and the instructor may want to know who shares it.
     let handins: Vec<Vec<(String, String)>> =
         names.iter().map(|n| key_values(&class.join("students").join(n).join("handin.tsv"))).collect();
+    let flags = vet::flags(&names, &handins);
     let (mut graded, mut not_graded) = (0, 0);
-    for (name, handin) in names.iter().zip(&handins) {
+    for ((name, handin), flags) in names.iter().zip(&handins).zip(&flags) {
         let name = name.clone();
         let path = class.join("results").join(format!("{name}.tsv"));
         let text = std::fs::read_to_string(&path).ok();
@@ -218,6 +219,9 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
                 props.push((k.clone(), v.clone()));
             }
         }
+        for flag in flags {
+            props.push((format!("flag:exercises/{}.rs", flag.bin), flag.text.clone()));
+        }
         let junit = reports.join("junit").join(format!("{name}.xml"));
         let suite = format!("rdma-dissect grade: {name}");
         let Some(text) = text else {
@@ -227,8 +231,14 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
             let _ = writeln!(table, "{},{empty},,{}", csv(&name), csv(NOT_GRADED));
             continue;
         };
-        let verdicts = parse_results(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut verdicts = parse_results(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         graded += 1;
+        // A flagged file keeps the verdict its runs earned; the flag is shown beside it.
+        for v in &mut verdicts {
+            for flag in flags.iter().filter(|f| f.bin.starts_with(&v.nn)) {
+                v.message = format!("{}\n\nFLAGGED: {}", v.message, flag.text);
+            }
+        }
         let capped_verdicts: Vec<Verdict> = verdicts
             .iter()
             .map(|v| Verdict { nn: v.nn.clone(), passed: v.passed, seconds: v.seconds, message: capped(&v.message) })
@@ -250,10 +260,12 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
             })
             .collect();
         let total = verdicts.iter().filter(|v| v.passed).count();
-        let feedback = verdicts
+        let failed = verdicts
             .iter()
             .find(|v| !v.passed)
-            .map_or(String::new(), |v| format!("{}: {}", v.nn, v.message.lines().next().unwrap_or_default()));
+            .map(|v| format!("{}: {}", v.nn, v.message.lines().next().unwrap_or_default()));
+        let flagged = flags.iter().map(|f| format!("FLAGGED: {}", f.text));
+        let feedback = failed.into_iter().chain(flagged).collect::<Vec<_>>().join("; ");
         let _ = writeln!(table, "{},{},{total},{}", csv(&name), cells.join(","), csv(&feedback));
     }
     let moodle = reports.join("moodle.csv");
@@ -345,6 +357,58 @@ mod tests {
         assert!(moodle.contains(&format!("\n\"bob\",,,\"{NOT_GRADED}\"\n")), "{moodle}");
         assert!(class.join("reports/gradescope/alice/results.json").is_file());
         assert!(!class.join("reports/gradescope/bob").exists(), "no score for who was not graded");
+        std::fs::remove_dir_all(&class).unwrap();
+    }
+
+    /// Two students whose files are the same token for token, one of them the reference's:
+    /// each keeps its verdict, and every report shows the flag beside it; a third is not
+    /// flagged.
+    #[test]
+    fn a_flagged_file_keeps_its_verdict_and_every_report_shows_the_flag() {
+        let class = std::env::temp_dir().join(format!("xtask-grade-flags-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&class);
+        for dir in ["incoming/alice", "incoming/bob", "incoming/carol", "results"] {
+            std::fs::create_dir_all(class.join(dir)).unwrap();
+        }
+        std::fs::write(class.join("steps.txt"), "05_modify_qp_rtr\n").unwrap();
+        let bin = "05_modify_qp_rtr";
+        for (name, lines, result) in [
+            (
+                "alice",
+                format!("tokens\t{bin}\tk1\nsame_tokens_as\t{bin}\tthe reference's src/stages/modify_qp_rtr.rs\n"),
+                "05\tpass\t2.000\t2 runs\n",
+            ),
+            ("bob", format!("tokens\t{bin}\tk1\n"), "05\tfail\t2.000\tthe server's trace differs\n"),
+            ("carol", format!("tokens\t{bin}\tk2\n"), "05\tpass\t2.000\t2 runs\n"),
+        ] {
+            std::fs::create_dir_all(class.join("students").join(name)).unwrap();
+            std::fs::write(class.join("students").join(name).join("handin.tsv"), lines).unwrap();
+            std::fs::write(class.join("results").join(format!("{name}.tsv")), result).unwrap();
+        }
+        report_cmd(&class, "xtask test").unwrap();
+        let read = |path: &str| std::fs::read_to_string(class.join("reports").join(path)).unwrap();
+        let alice_flag = "exercises/05_modify_qp_rtr.rs is token for token the reference's";
+        let alice = read("junit/alice.xml");
+        assert!(alice.contains("failures=\"0\""), "{alice}");
+        assert!(alice.contains("<property name=\"flag:exercises/05_modify_qp_rtr.rs\""), "{alice}");
+        assert!(
+            alice.contains(alice_flag)
+                && alice.contains("modify_qp_rtr.rs and the same as bob's (comments and whitespace aside)")
+        );
+        let bob = read("junit/bob.xml");
+        assert!(bob.contains("failures=\"1\""), "{bob}");
+        assert!(bob.contains("FLAGGED: exercises/05_modify_qp_rtr.rs is token for token the same as alice's"), "{bob}");
+        let gradescope: serde_json::Value = serde_json::from_str(&read("gradescope/alice/results.json")).unwrap();
+        assert_eq!(gradescope["score"], 1);
+        assert!(gradescope["tests"][0]["output"].as_str().unwrap().contains("FLAGGED: "), "{gradescope}");
+        let moodle = read("moodle.csv");
+        assert!(
+            moodle.contains("\n\"alice\",1,1,\"FLAGGED: exercises/05_modify_qp_rtr.rs is token for token"),
+            "{moodle}"
+        );
+        assert!(moodle.contains("\n\"bob\",0,0,\"05: the server's trace differs; FLAGGED: "), "{moodle}");
+        assert!(moodle.contains("\n\"carol\",1,1,\"\"\n"), "{moodle}");
+        assert!(!read("junit/carol.xml").contains("flag:"));
         std::fs::remove_dir_all(&class).unwrap();
     }
 

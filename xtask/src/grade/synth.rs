@@ -4,16 +4,21 @@
 //! Every hand-in is step 05 (`modify_qp_rtr`: attributes, a mask and an exchange, the
 //! stage with the most to get wrong), as an unpacked `lab/submit` hand-in: `NAME/exercises/
 //! 05_modify_qp_rtr.rs` and `NAME/manifest.txt`. `intended.tsv` says, per student, `pass`
-//! or `fail` and a phrase the report must hold.
+//! or `fail`, a phrase the report must hold, and a phrase of the file's flag (see `vet`),
+//! empty when it must have none.
 //!
 //! No two hand-ins are the same file, as in a real class: each carries its student's name
 //! in a comment, at the top or at the end. The grader builds and runs a file handed in
-//! twice once; a class of copies would measure that, not the grader.
+//! twice once; a class of copies would measure that, not the grader. Nor are two the same
+//! token for token, but for the `copy` kind's: in a class with more hand-ins than kinds, a
+//! kind's second and later hand-ins carry their student's name in a constant too.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use super::handin::{sha256, Manifest};
+use super::vet::flags;
+use super::{key_values, students};
 use crate::exercise::exercise_text;
 
 /// The step every synthetic hand-in is.
@@ -21,11 +26,12 @@ pub(crate) const STEP: &str = "05";
 const BIN: &str = "05_modify_qp_rtr";
 
 /// A kind of hand-in: its name, how it is made from the reference's stage, its verdict
-/// (`pass`, or a phrase of the failure's report).
+/// (`pass`, or a phrase of the failure's report), and a phrase of its flag (empty: none).
 struct Kind {
     name: &'static str,
     make: fn(&str, &Path) -> Result<String, String>,
     verdict: &'static str,
+    flag: &'static str,
 }
 
 fn replace(text: &str, from: &str, to: &str) -> Result<String, String> {
@@ -41,9 +47,21 @@ fn first_in_modify(text: &str, code: &str) -> Result<String, String> {
     replace(text, head, &format!("{head}    {code}\n"))
 }
 
-const KINDS: [Kind; 16] = [
-    Kind { name: "complete", make: |t, _| Ok(t.to_string()), verdict: "pass" },
-    Kind { name: "holes", make: |_, _| exercise_text(STEP), verdict: "a hole is still empty" },
+const KINDS: [Kind; 20] = [
+    // Correct, and the student's own: two attributes in another order.
+    Kind {
+        name: "complete",
+        make: |t, _| {
+            replace(
+                t,
+                "qp_state: IBV_QPS_RTR,\n        path_mtu: mtu,",
+                "path_mtu: mtu,\n        qp_state: IBV_QPS_RTR,",
+            )
+        },
+        verdict: "pass",
+        flag: "",
+    },
+    Kind { name: "holes", make: |_, _| exercise_text(STEP), verdict: "a hole is still empty", flag: "" },
     Kind {
         name: "mask",
         make: |t, _| {
@@ -54,6 +72,7 @@ const KINDS: [Kind; 16] = [
             )
         },
         verdict: "IBV_QP_MIN_RNR_TIMER",
+        flag: "",
     },
     Kind {
         // The server waits for the client's `done` before it sends its address, which the
@@ -65,16 +84,19 @@ const KINDS: [Kind; 16] = [
             replace(&t, "SEND", "conn.recv_done()?;")
         },
         verdict: "fail",
+        flag: "",
     },
     Kind {
         name: "compile",
         make: |t, _| first_in_modify(t, "let psn: u32 = \"not a number\";"),
         verdict: "does not compile",
+        flag: "",
     },
     Kind {
         name: "loop",
         make: |t, _| first_in_modify(t, "loop { std::hint::spin_loop(); }"),
         verdict: "still running after",
+        flag: "",
     },
     Kind {
         name: "forkbomb",
@@ -82,11 +104,13 @@ const KINDS: [Kind; 16] = [
             first_in_modify(t, "loop { let _ = std::process::Command::new(\"/bin/sh\").args([\"-c\", \"f() { f & f & }; f\"]).spawn(); }")
         },
         verdict: "still running after",
+        flag: "",
     },
     Kind {
         name: "flood",
         make: |t, _| first_in_modify(t, "loop { println!(\"{}\", \"flood \".repeat(1000)); }"),
         verdict: "bytes of output",
+        flag: "",
     },
     Kind {
         // The reference's own stage, by its path in the instructor's checkout: what a
@@ -96,12 +120,54 @@ const KINDS: [Kind; 16] = [
             let answer = project.join("src/stages/modify_qp_rtr.rs");
             Ok(format!("#[path = \"{}\"]\nmod answer;\npub use answer::*;\n", answer.display()))
         },
-        verdict: "does not compile",
+        verdict: "`#[path]` takes a module from a file of its choosing",
+        flag: "",
     },
-    Kind { name: "panic", make: |t, _| first_in_modify(t, "panic!(\"not today\");"), verdict: "panicked" },
+    Kind { name: "panic", make: |t, _| first_in_modify(t, "panic!(\"not today\");"), verdict: "panicked", flag: "" },
     // Holes left, with an all-pass self-check and JUnit file of its own making beside
     // them (FORGED): the grader reads neither.
-    Kind { name: "forged", make: |_, _| exercise_text(STEP), verdict: "a hole is still empty" },
+    Kind { name: "forged", make: |_, _| exercise_text(STEP), verdict: "a hole is still empty", flag: "" },
+    // The reference with its comments changed: it passes, as the reference does, and is
+    // flagged as its copy.
+    Kind {
+        name: "copy",
+        make: |t, _| Ok(t.replace("// ", "// (mine) ")),
+        verdict: "pass",
+        flag: "token for token the reference's src/stages/modify_qp_rtr.rs",
+    },
+    // The answer read at compile time from another step's crate beside the student's in
+    // CLASS/build: refused before it is built.
+    Kind {
+        name: "include-answer",
+        make: |t, _| {
+            Ok(format!(
+                "{t}\npub const ANSWER: &str = include_str!(\"../../06_modify_qp_rts/src/stages/modify_qp_rtr.rs\");\n"
+            ))
+        },
+        verdict: "`include_str!` reads a file at compile time",
+        flag: "",
+    },
+    Kind {
+        name: "path-attr",
+        make: |_, _| {
+            Ok("#[path = \"../../06_modify_qp_rts/src/stages/modify_qp_rtr.rs\"]\nmod answer;\npub use answer::*;\n"
+                .into())
+        },
+        verdict: "`#[path]` takes a module from a file of its choosing",
+        flag: "",
+    },
+    // A function the loader runs before main: it could write the reference's trace itself.
+    Kind {
+        name: "pre-main-hook",
+        make: |t, _| {
+            Ok(format!(
+                "{t}\n#[allow(unsafe_code)]\n#[link_section = \".init_array\"]\n#[used]\nstatic HOOK: extern \"C\" fn() = hook;\n\
+                 extern \"C\" fn hook() {{\n    std::process::exit(0);\n}}\n"
+            ))
+        },
+        verdict: "`#[link_section]` places a symbol",
+        flag: "",
+    },
     // What a hostile student's program tries, in safe Rust, where the grader's VM keeps the
     // project: each says so and gives up when its view holds nothing of it; where it does
     // not, it goes on as the reference, and passes, which is not the verdict intended.
@@ -118,6 +184,7 @@ const KINDS: [Kind; 16] = [
             )
         },
         verdict: "reference unreachable",
+        flag: "",
     },
     Kind {
         name: "read-answers",
@@ -132,6 +199,7 @@ const KINDS: [Kind; 16] = [
             )
         },
         verdict: "answers unreadable",
+        flag: "",
     },
     Kind {
         // The cargo home the grader's builds read: a config there would fail every build
@@ -148,6 +216,7 @@ const KINDS: [Kind; 16] = [
             )
         },
         verdict: "cargo home unwritable",
+        flag: "",
     },
     Kind {
         // Walks the filesystem for ever: what a student looking for answers would do.
@@ -159,12 +228,14 @@ const KINDS: [Kind; 16] = [
             )
         },
         verdict: "still running after",
+        flag: "",
     },
     Kind {
         // A constant whose evaluation never ends: rustc spins until the build's bound.
         name: "build-spin",
         make: |t, _| first_in_modify(t, "#[allow(long_running_const_eval)]\n    const _: () = loop {};"),
         verdict: "the build was stopped",
+        flag: "",
     },
 ];
 
@@ -178,8 +249,8 @@ const FORGED: [(&str, &str); 2] = [
     ),
 ];
 
-/// `grade synth OUT N`: N hand-ins in OUT, the kinds in turn (N = 11: one of each), and
-/// OUT/intended.tsv (`NAME<TAB>pass|fail<TAB>phrase`).
+/// `grade synth OUT N`: N hand-ins in OUT, the kinds in turn (N = 15: one of each), and
+/// OUT/intended.tsv (`NAME<TAB>pass|fail<TAB>phrase<TAB>flag`).
 pub(crate) fn synth_cmd(out: &Path, n: usize) -> Result<(), String> {
     let project = crate::exercise::root()?;
     let reference_path = project.join("src/stages/modify_qp_rtr.rs");
@@ -191,7 +262,10 @@ pub(crate) fn synth_cmd(out: &Path, n: usize) -> Result<(), String> {
         let name = format!("s{:02}-{}", i + 1, kind.name);
         let made = (kind.make)(&reference, &project)?;
         let mark = format!("// {name}'s hand-in for step {STEP}.\n");
-        let text = if i % 2 == 0 { mark + &made } else { made + "\n" + &mark };
+        let mut text = if i % 2 == 0 { mark + &made } else { made + "\n" + &mark };
+        if i >= KINDS.len() && kind.name != "copy" {
+            let _ = writeln!(text, "\nconst _: &str = \"{name}\";");
+        }
         let dir = out.join(&name);
         std::fs::create_dir_all(dir.join("exercises")).map_err(|e| format!("{}: {e}", dir.display()))?;
         let file = dir.join(format!("exercises/{BIN}.rs"));
@@ -211,23 +285,40 @@ pub(crate) fn synth_cmd(out: &Path, n: usize) -> Result<(), String> {
         }
         let verdict = if kind.verdict == "pass" { "pass\t" } else { "fail\t" };
         let phrase = if matches!(kind.verdict, "pass" | "fail") { "" } else { kind.verdict };
-        let _ = writeln!(intended, "{name}\t{verdict}{phrase}");
+        let _ = writeln!(intended, "{name}\t{verdict}{phrase}\t{}", kind.flag);
     }
     let path = out.join("intended.tsv");
     std::fs::write(&path, intended).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// `grade verify CLASS INTENDED`: every student's verdict of step 05 against the one
-/// intended; the differences, one a line, and an error when there is one.
+/// `grade verify CLASS INTENDED`: every student's verdict and flag of step 05 against the
+/// ones intended (no FLAG column: no flag); the differences, one a line, and an error when
+/// there is one. A flag is found as `grade report` finds it, from the whole class.
 pub(crate) fn verify_cmd(class: &Path, intended: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(intended).map_err(|e| format!("{}: {e}", intended.display()))?;
+    let names = students(class)?;
+    let handins: Vec<_> =
+        names.iter().map(|n| key_values(&class.join("students").join(n).join("handin.tsv"))).collect();
+    let flags = flags(&names, &handins);
     let mut wrong = Vec::new();
     let mut count = 0;
     for line in text.lines() {
-        let [name, verdict, phrase] = line.split('\t').collect::<Vec<_>>()[..] else {
-            return Err(format!("{}: not `NAME<TAB>VERDICT<TAB>PHRASE`: {line:?}", intended.display()));
+        let (name, verdict, phrase, flag) = match line.split('\t').collect::<Vec<_>>()[..] {
+            [name, verdict, phrase] => (name, verdict, phrase, ""),
+            [name, verdict, phrase, flag] => (name, verdict, phrase, flag),
+            _ => return Err(format!("{}: not `NAME<TAB>VERDICT<TAB>PHRASE[<TAB>FLAG]`: {line:?}", intended.display())),
         };
         count += 1;
+        let got = names.iter().position(|n| n == name).and_then(|i| flags[i].iter().find(|f| f.bin == BIN));
+        match (flag, got) {
+            ("", Some(got)) => wrong.push(format!("{name}: intended no flag, got {}", got.text)),
+            ("", None) => {}
+            (flag, None) => wrong.push(format!("{name}: intended the flag ({flag}), got none")),
+            (flag, Some(got)) if !got.text.contains(flag) => {
+                wrong.push(format!("{name}: intended the flag ({flag}), got {}", got.text))
+            }
+            _ => {}
+        }
         let results = class.join("results").join(format!("{name}.tsv"));
         let Ok(results) = std::fs::read_to_string(&results) else {
             wrong.push(format!("{name}: not graded"));
@@ -249,5 +340,64 @@ pub(crate) fn verify_cmd(class: &Path, intended: &Path) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{} of {count} verdicts not as intended:\n  {}", wrong.len(), wrong.join("\n  ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A synthetic class of 30 (each kind twice), taken by `grade prepare` on this host: the
+    /// files that reach outside themselves are refused and never handed on to be built, the
+    /// copies are flagged, and `grade verify` holds every verdict and flag to the intended
+    /// one — and fails when a flag is missing or one is not intended.
+    #[test]
+    fn the_synthetic_class_is_refused_and_flagged_as_intended() {
+        let dir = std::env::temp_dir().join(format!("xtask-grade-synth-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (handins, class) = (dir.join("handins"), dir.join("class"));
+        synth_cmd(&handins, 2 * KINDS.len()).unwrap();
+        std::fs::create_dir_all(&class).unwrap();
+        std::fs::rename(&handins, class.join("incoming")).unwrap();
+        let intended = class.join("incoming/intended.tsv");
+        let intended_text = std::fs::read_to_string(&intended).unwrap();
+        std::fs::rename(&intended, dir.join("intended.tsv")).unwrap();
+        super::super::prepare_cmd(&class, STEP).unwrap();
+
+        // The verdicts the VM would reach: a refusal as `grade vm` words it, the others as
+        // intended (running them is lab/grade's test).
+        std::fs::create_dir_all(class.join("results")).unwrap();
+        let mut built = 0;
+        for line in intended_text.lines() {
+            let [name, verdict, phrase, _] = line.split('\t').collect::<Vec<_>>()[..] else { panic!("{line}") };
+            let handin = key_values(&class.join("students").join(name).join("handin.tsv"));
+            let refused = super::super::vet::refused(&handin, BIN);
+            let sha = super::super::file_sha(&handin, BIN);
+            assert_eq!(sha.is_none(), refused.is_some(), "{name}: a refused file is never built");
+            built += usize::from(sha.is_some());
+            let message = refused.map_or(phrase.to_string(), |why| format!("refused, not built or run: {why}"));
+            let verdict = if verdict == "pass" { Ok(message) } else { Err(message) };
+            let results = class.join("results").join(format!("{name}.tsv"));
+            crate::exercise::append_result(&results, STEP, &verdict, 1.0).unwrap();
+        }
+        assert_eq!(built, 2 * (KINDS.len() - 4), "four kinds are refused");
+        let handed = std::fs::read_dir(class.join("handed")).unwrap().count();
+        assert_eq!(handed, built, "every file built is a different file");
+        verify_cmd(&class, &dir.join("intended.tsv")).unwrap();
+
+        let wrong = dir.join("wrong.tsv");
+        let no_flag = intended_text.replace("\ttoken for token the reference's src/stages/modify_qp_rtr.rs", "\t");
+        std::fs::write(&wrong, no_flag).unwrap();
+        let err = verify_cmd(&class, &wrong).unwrap_err();
+        let count = 2 * KINDS.len();
+        assert!(
+            err.starts_with(&format!("2 of {count}")) && err.contains("s12-copy: intended no flag, got exercises/"),
+            "{err}"
+        );
+        let flagged = intended_text.replacen("\tpass\t\t\n", "\tpass\t\tthe same as\n", 1);
+        std::fs::write(&wrong, flagged).unwrap();
+        let err = verify_cmd(&class, &wrong).unwrap_err();
+        assert!(err.contains("s01-complete: intended the flag (the same as), got none"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
