@@ -18,8 +18,9 @@
 //! grade bounded UID SECONDS PROGRAM ARGS…             (root, in the VM) one sealed, bounded run
 //! grade report CLASS                                  JUnit per student, moodle.csv,
 //!                                                     Gradescope's results.json
-//! grade synth OUT N                                   a synthetic class of N hand-ins and
-//!                                                     their intended verdicts (synth.rs)
+//! grade synth OUT N [--every-step]                    a synthetic class of N hand-ins (of step
+//!                                                     05, or every step) and their intended
+//!                                                     verdicts (synth.rs)
 //! grade verify CLASS INTENDED                         its verdicts, as intended?
 //! ```
 //!
@@ -464,15 +465,17 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("bounded") => sandbox::bounded_cmd(&args[1..]).map(|code| ExitCode::from(code.clamp(0, 255) as u8)),
         Some("report") if args.len() == 2 => exercise::root()
             .and_then(|project| reports::report_cmd(&class(1), &grader_version(&project)).map(|()| ExitCode::SUCCESS)),
-        Some("synth") if args.len() == 3 => match args[2].parse() {
-            Ok(n) => synth::synth_cmd(&class(1), n).map(|()| ExitCode::SUCCESS),
-            Err(_) => Err(format!("not a number of students: {}", args[2])),
-        },
+        Some("synth") if args.len() == 3 || (args.len() == 4 && args[3] == "--every-step") => {
+            match args[2].parse() {
+                Ok(n) => synth::synth_cmd(&class(1), n, args.len() == 4).map(|()| ExitCode::SUCCESS),
+                Err(_) => Err(format!("not a number of students: {}", args[2])),
+            }
+        }
         Some("verify") if args.len() == 3 => synth::verify_cmd(&class(1), &class(2)).map(|()| ExitCode::SUCCESS),
         _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade intake CLASS SUBMISSION... | \
                   grade prepare CLASS STEPS | \
                   grade prebuild CLASS | grade build CLASS [--build-seconds N] | grade vm CLASS [--build-seconds N] | grade bounded UID SECONDS PROGRAM [ARGS...] | grade report CLASS | \
-                  grade synth OUT N | grade verify CLASS INTENDED"
+                  grade synth OUT N [--every-step] | grade verify CLASS INTENDED"
             .into()),
     };
     result.unwrap_or_else(|e| {

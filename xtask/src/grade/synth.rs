@@ -3,7 +3,8 @@
 //!
 //! Every hand-in is step 05 (`modify_qp_rtr`: attributes, a mask and an exchange, the
 //! stage with the most to get wrong), as an unpacked `lab/submit` hand-in: `NAME/exercises/
-//! 05_modify_qp_rtr.rs` and `NAME/manifest.txt`. `intended.tsv` says, per student, `pass`
+//! 05_modify_qp_rtr.rs` and `NAME/manifest.txt`; with `--every-step`, every other step too,
+//! of the kinds a class mostly hands in (`OTHER_KINDS`). `intended.tsv` says, per student, `pass`
 //! or `fail`, a phrase the report must hold, and a phrase of the file's flag (see `vet`),
 //! empty when it must have none.
 //!
@@ -251,7 +252,7 @@ const FORGED: [(&str, &str); 2] = [
 
 /// `grade synth OUT N`: N hand-ins in OUT, the kinds in turn (N = 15: one of each), and
 /// OUT/intended.tsv (`NAME<TAB>pass|fail<TAB>phrase<TAB>flag`).
-pub(crate) fn synth_cmd(out: &Path, n: usize) -> Result<(), String> {
+pub(crate) fn synth_cmd(out: &Path, n: usize, every_step: bool) -> Result<(), String> {
     let project = crate::exercise::root()?;
     let reference_path = project.join("src/stages/modify_qp_rtr.rs");
     let reference =
@@ -277,6 +278,9 @@ pub(crate) fn synth_cmd(out: &Path, n: usize) -> Result<(), String> {
             commit: "synthetic".into(),
             files: vec![(format!("{BIN}.rs"), sha256(text.as_bytes()))],
         };
+        if every_step {
+            other_steps(&dir, i, &name, &mut intended)?;
+        }
         std::fs::write(dir.join("manifest.txt"), manifest.text()).map_err(|e| format!("{}: {e}", dir.display()))?;
         if kind.name == "forged" {
             for (file, text) in FORGED {
@@ -291,6 +295,47 @@ pub(crate) fn synth_cmd(out: &Path, n: usize) -> Result<(), String> {
     std::fs::write(&path, intended).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// What a student of a class handing in every step hands in for the steps other than
+/// 05, in turn: mostly complete files, some with holes left, one that does not compile,
+/// one that never ends (a class as the benchmark wants it, not every kind of 05's).
+const OTHER_KINDS: [&str; 8] = ["complete", "holes", "complete", "compile", "complete", "loop", "holes", "complete"];
+
+/// Student `i`'s (`name`'s) files of every step but 05 in `dir/exercises/`, and their
+/// intended verdicts (with the step: `NAME<TAB>VERDICT<TAB>PHRASE<TAB><TAB>NN`). Each file
+/// is the student's own: a complete one names its student in a constant, so no two are
+/// token copies, of each other or of the reference. The manifest's list of files is left
+/// as it was: the grader reads the files, not the manifest.
+fn other_steps(dir: &Path, i: usize, name: &str, intended: &mut String) -> Result<(), String> {
+    let project = crate::exercise::root()?;
+    for (j, step) in testkit::load_steps()?.iter().enumerate().filter(|(_, s)| s.nn() != STEP) {
+        let stage = std::fs::read_to_string(project.join(format!("src/stages/{}.rs", step.stage())))
+            .map_err(|e| format!("{}: {e}", step.stage()))?;
+        let own = format!("\nconst _: &str = \"{name}\";\n");
+        let head = format!("pub fn {}(", step.stage());
+        // The loop goes where the stage's own function starts: the steps whose stage has no
+        // function of its name hand in a complete file instead.
+        let kind = match OTHER_KINDS[(i + j) % OTHER_KINDS.len()] {
+            "loop" if !stage.contains(&head) => "complete",
+            kind => kind,
+        };
+        let (text, verdict) = match kind {
+            "complete" => (stage + &own, "pass\t"),
+            "holes" => (format!("// {name}'s\n{}", exercise_text(step.nn())?), "fail\ta hole is still empty"),
+            "compile" => (stage + &own + "const _: u32 = \"not a number\";\n", "fail\tdoes not compile"),
+            _ => {
+                let at = stage.find(&head).expect("checked above");
+                let body = at + stage[at..].find("{\n").ok_or_else(|| format!("{head}: no body"))? + 2;
+                let text = format!("{}    loop {{ std::hint::spin_loop(); }}\n{}{own}", &stage[..body], &stage[body..]);
+                (text, "fail\tstill running after")
+            }
+        };
+        let file = dir.join(format!("exercises/{}.rs", step.bin));
+        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+        let _ = writeln!(intended, "{name}\t{verdict}\t\t{}", step.nn());
+    }
+    Ok(())
+}
+
 /// `grade verify CLASS INTENDED`: every student's verdict and flag of step 05 against the
 /// ones intended (no FLAG column: no flag); the differences, one a line, and an error when
 /// there is one. A flag is found as `grade report` finds it, from the whole class.
@@ -303,13 +348,21 @@ pub(crate) fn verify_cmd(class: &Path, intended: &Path) -> Result<(), String> {
     let mut wrong = Vec::new();
     let mut count = 0;
     for line in text.lines() {
-        let (name, verdict, phrase, flag) = match line.split('\t').collect::<Vec<_>>()[..] {
-            [name, verdict, phrase] => (name, verdict, phrase, ""),
-            [name, verdict, phrase, flag] => (name, verdict, phrase, flag),
-            _ => return Err(format!("{}: not `NAME<TAB>VERDICT<TAB>PHRASE[<TAB>FLAG]`: {line:?}", intended.display())),
+        let (name, verdict, phrase, flag, nn) = match line.split('\t').collect::<Vec<_>>()[..] {
+            [name, verdict, phrase] => (name, verdict, phrase, "", STEP),
+            [name, verdict, phrase, flag] => (name, verdict, phrase, flag, STEP),
+            [name, verdict, phrase, flag, nn] => (name, verdict, phrase, flag, nn),
+            _ => {
+                return Err(format!(
+                    "{}: not `NAME<TAB>VERDICT<TAB>PHRASE[<TAB>FLAG[<TAB>NN]]`: {line:?}",
+                    intended.display()
+                ))
+            }
         };
         count += 1;
-        let got = names.iter().position(|n| n == name).and_then(|i| flags[i].iter().find(|f| f.bin == BIN));
+        let steps = testkit::load_steps()?;
+        let bin = steps.iter().find(|s| s.nn() == nn).map(|s| s.bin.as_str()).ok_or_else(|| format!("no step {nn}"))?;
+        let got = names.iter().position(|n| n == name).and_then(|i| flags[i].iter().find(|f| f.bin == bin));
         match (flag, got) {
             ("", Some(got)) => wrong.push(format!("{name}: intended no flag, got {}", got.text)),
             ("", None) => {}
@@ -325,14 +378,14 @@ pub(crate) fn verify_cmd(class: &Path, intended: &Path) -> Result<(), String> {
             continue;
         };
         let verdicts = crate::exercise::parse_results(&results)?;
-        let Some(v) = verdicts.iter().find(|v| v.nn == STEP) else {
-            wrong.push(format!("{name}: no verdict for step {STEP}"));
+        let Some(v) = verdicts.iter().find(|v| v.nn == nn) else {
+            wrong.push(format!("{name}: no verdict for step {nn}"));
             continue;
         };
         let got = if v.passed { "pass" } else { "fail" };
         if got != verdict || !v.message.contains(phrase) {
             let first = v.message.lines().next().unwrap_or_default();
-            wrong.push(format!("{name}: intended {verdict} ({phrase}), got {got}: {first}"));
+            wrong.push(format!("{name} {nn}: intended {verdict} ({phrase}), got {got}: {first}"));
         }
     }
     if wrong.is_empty() {
@@ -356,7 +409,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("xtask-grade-synth-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let (handins, class) = (dir.join("handins"), dir.join("class"));
-        synth_cmd(&handins, 2 * KINDS.len()).unwrap();
+        synth_cmd(&handins, 2 * KINDS.len(), false).unwrap();
         std::fs::create_dir_all(&class).unwrap();
         std::fs::rename(&handins, class.join("incoming")).unwrap();
         let intended = class.join("incoming/intended.tsv");
