@@ -3,10 +3,11 @@
 //! rdma-core's `libibverbs/examples/rc_pingpong.c` is the "hello world" of RDMA: two
 //! processes connect a pair of RC queue pairs and bounce a message back and forth. It is
 //! short, but every line matters, and the order of its calls *is* the verbs programming
-//! model. This crate rebuilds it in nine steps; step N runs stages 1..N (09 runs 1..06, then
+//! model. This crate rebuilds it in steps 01–09; step N runs stages 1..N (09 runs 1..06, then
 //! writes into the connected QP instead of ping-ponging) and prints a trace of exactly what
-//! the verbs did. A tenth step takes apart what real programs do next: librdmacm's `rping`,
-//! which connects with the connection manager and adds RDMA READ.
+//! the verbs did. Step 10 takes apart what real programs do next: librdmacm's `rping`,
+//! which connects with the connection manager and adds RDMA READ; steps 11 and 12 take
+//! apart rdma-core's other ping-pongs, over UD and with a shared receive queue.
 //!
 //! | step binary (`steps/`) | stage module | verbs added |
 //! |---|---|---|

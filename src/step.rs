@@ -16,7 +16,7 @@
 //! The command is the group's flags, then flags of the step's own (`X`: only 09 has one,
 //! `--bw`), then `--break`, hidden on a step without cases so that every step has the same
 //! shape. It is built at run time rather than derived per step because `--break`'s values
-//! are the step's own `CASES`: one builder serves all nine steps, where a derived struct was
+//! are the step's own `CASES`: one builder serves every step, where a derived struct was
 //! the same twelve lines in each.
 
 use clap::parser::ValueSource;

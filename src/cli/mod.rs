@@ -15,7 +15,7 @@
 //! student typing `-s 0100` means 100. Where the C tool silently takes nonsense (`-s 0`,
 //! `-n 0`, `-l 99`) we refuse with a message that says why, before touching the device.
 //!
-//! Deliberately **not** implemented, because they teach features beyond the nine stages:
+//! Deliberately **not** implemented, because they teach features beyond the steps:
 //! `-o/--odp` and `-O/--iodp` (on-demand paging), `-P/--prefetch` (ODP prefetch),
 //! `-t/--ts` (CQE timestamps via `ibv_create_cq_ex`), `-j/--dm` (device memory),
 //! `-N/--new_send` (the `ibv_wr_*` post-send API), `-U/--allow-cc-unprotected`

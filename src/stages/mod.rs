@@ -1,5 +1,7 @@
-//! The ten stages, one module each: the nine of `ibv_rc_pingpong` in the order the program
-//! runs them, then `rdma_cm`, rping's connection through the connection manager (step 10).
+//! The stages, one module each, in `steps/list.txt`'s order: 01–09 on `ibv_rc_pingpong`'s
+//! model, in the order the program runs them; then `rdma_cm`, rping's connection through the
+//! connection manager (step 10); then `ud_pingpong` and `srq_pingpong`, rdma-core's other
+//! ping-pongs (steps 11 and 12).
 //!
 //! Every module holds its stage's verbs code exactly once, between `// ANCHOR: stage` and
 //! `// ANCHOR_END: stage`, and its doc names the function of `rc_pingpong.c` it corresponds

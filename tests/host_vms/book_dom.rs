@@ -213,7 +213,7 @@ fn mdbook_test_passes() {
     assert!(problems.is_empty(), "mdbook test book logged errors:\n{}", problems.join("\n"));
 }
 
-/// No listing or output block of a step's chapter (01–10) scrolls sideways at 1280 px: a reader sees
+/// No listing or output block of a step's chapter scrolls sideways at 1280 px: a reader sees
 /// the whole of every trace line (book/theme/wrap.css wraps them). Chromium loads each
 /// chapter into a 1280-px-wide frame of a page of ours, which opens every folded
 /// `<details>` and lists each `<pre>` wider than its box.

@@ -2,6 +2,7 @@
 //! has its `[[bin]]`, its `steps/` file with `// ANCHOR: new`, its stage module with
 //! `// ANCHOR: stage` and a C reference, its chapter, its snapshot files and its tests.
 //! The lists that cannot read the file (Cargo.toml, SUMMARY.md, the per-step tests that need `env!("CARGO_BIN_EXE_<bin>")`) are checked against it.
+//! So is prose that counts the steps, or gives the range of them all.
 //! Runs on any host.
 
 use testkit as common;
@@ -243,4 +244,99 @@ fn the_leaves_import_nothing_of_the_crate() {
             assert!(!code.contains("crate::"), "{file}:{}: a leaf module uses the crate: {line}", i + 1);
         }
     }
+}
+
+/// Prose went on counting nine steps and ten binaries, and the lab scripts' help took step
+/// numbers up to 10, long after steps 11 and 12 came (issue 45): a count of the steps written
+/// in words drifts when `cargo xtask new-step` adds one. This checks the two forms that
+/// drifted, narrowly enough to have no false alarms, in every text file of the project (not
+/// the build's output):
+///
+/// - a count right after "all", "the", "in" or "into", or before "numbered", that counts
+///   steps, stages (one a step) or binaries, in words or digits from two up, must be the
+///   list's length ("the first four steps", "over three stages", "the one steps 01–08 take
+///   apart" do not count them all, and pass);
+/// - a range of steps from 01 that reaches 10 or more must end at the last step (01–04 or
+///   01–09 are real subsets; from 01 past 09 has only ever meant "every step"). Dates,
+///   addresses and versions (a digit, `.`, `-`, `:` or `/` next to the range) are not ranges.
+///
+/// Better still is no count at all: "every step", "the steps".
+#[test]
+fn prose_counts_the_steps_as_the_list_does() {
+    let numbers: Vec<&str> =
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen \
+         seventeen eighteen nineteen twenty"
+            .split_whitespace()
+            .collect();
+    let number = |w: &str| w.parse::<usize>().ok().or_else(|| numbers.iter().position(|n| *n == w)).filter(|&n| n >= 2);
+    let last = steps().len();
+    let mut files = Vec::new();
+    let mut dirs = vec![root()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            // Not the build's output, the books' built HTML, nor the students' exercises.
+            let skip = ["target", ".git", "book/book", "book/instructor/book", "exercises"];
+            if skip.iter().any(|s| path == root().join(s)) {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for path in files {
+        let Ok(text) = fs::read_to_string(&path) else { continue }; // not text
+        let file = path.strip_prefix(root()).unwrap().display().to_string();
+        let at = |i: usize| text[..i].lines().count().max(1);
+
+        // Words, across line breaks and punctuation, with where each starts.
+        let words: Vec<(usize, String)> = text
+            .char_indices()
+            .filter(|&(i, c)| c.is_alphanumeric() && !text[..i].chars().next_back().is_some_and(char::is_alphanumeric))
+            .map(|(i, _)| (i, text[i..].chars().take_while(|c| c.is_alphanumeric()).collect::<String>().to_lowercase()))
+            .collect();
+        for k in 1..words.len().saturating_sub(2) {
+            let (before, word, next, after) = (&words[k - 1].1, &words[k].1, &words[k + 1].1, &words[k + 2].1);
+            let counted = ["steps", "stages", "binaries"];
+            let numbered = next == "numbered" && (counted.contains(&after.as_str()) || after == "programs");
+            let all = ["all", "the", "in", "into"].contains(&before.as_str()) && counted.contains(&next.as_str());
+            if (numbered || all) && number(word).is_some_and(|n| n != last) {
+                problems.push(format!("{file}:{}: \"{word} {next}\", but steps/list.txt has {last}", at(words[k].0)));
+            }
+        }
+
+        for (i, _) in text.match_indices("01") {
+            if text[..i].chars().next_back().is_some_and(|c| c.is_alphanumeric() || ".-–/:".contains(c)) {
+                continue;
+            }
+            let rest = text[i + 2..].strip_prefix(' ').unwrap_or(&text[i + 2..]);
+            let Some(rest) = ["..=", "..", "–", "—", "-", "to "].iter().find_map(|sep| rest.strip_prefix(sep))
+            else {
+                continue;
+            };
+            let rest = rest.strip_prefix(' ').unwrap_or(rest);
+            let end: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            let tail = &rest[end.len()..];
+            let mut next = tail.chars();
+            let glued =
+                next.next().is_some_and(|c| ".-–:/".contains(c)) && next.next().is_some_and(|c| c.is_ascii_digit());
+            if end.len() != 2 || glued {
+                continue;
+            }
+            let end: usize = end.parse().unwrap();
+            if end >= 10 && end != last {
+                problems
+                    .push(format!("{file}:{}: a range of steps from 01 to {end}, but the last is {last:02}", at(i)));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "counts of the steps that do not follow steps/list.txt (write them without a count, e.g. \"every step\"):\n{}",
+        problems.join("\n")
+    );
 }

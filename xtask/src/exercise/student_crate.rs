@@ -26,7 +26,7 @@ pub(super) fn exercise_bin(bin: &str) -> String {
 /// so the copy follows the project. The copies build in the project's target directory, so
 /// a check after an edit rebuilds only the library and the step; their steps are named by
 /// [`exercise_bin`]. Each copy is a package of its own
-/// name (cargo would otherwise take the nine copies for one package and reuse one copy's
+/// name (cargo would otherwise take the copies for one package and reuse one copy's
 /// library for another's) whose library keeps the name rdma_dissect. The student's file is
 /// copied, not linked, whenever it changed: a new mtime is what tells cargo to rebuild,
 /// whichever file LAB_EXERCISES points at. Files that have not changed are not rewritten,
