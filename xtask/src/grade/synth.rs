@@ -42,6 +42,15 @@ fn replace(text: &str, from: &str, to: &str) -> Result<String, String> {
     Ok(text.replacen(from, to, 1))
 }
 
+/// The body of `modify_qp_rtr` starts with `attempt` (an expression of type `Result`): what
+/// a hostile hand-in tries; when it fails, the program says `phrase` and why, and exits.
+fn or_give_up(text: &str, attempt: &str, phrase: &str) -> Result<String, String> {
+    first_in_modify(
+        text,
+        &format!("if let Err(e) = {attempt} {{ eprintln!(\"{phrase}: {{e}}\"); std::process::exit(1); }}"),
+    )
+}
+
 /// The body of `modify_qp_rtr` starts with `code`.
 fn first_in_modify(text: &str, code: &str) -> Result<String, String> {
     let head = "pub fn modify_qp_rtr(qp: &Qp, dev: &Device, remote: &Dest, mtu: ibv_mtu, sl: u8) -> Result<()> {\n";
@@ -175,14 +184,9 @@ const KINDS: [Kind; 20] = [
     Kind {
         name: "exec-reference",
         make: |t, project| {
-            let reference = project.join("target/debug/05_modify_qp_rtr");
-            first_in_modify(
-                t,
-                &format!(
-                    "{{ use std::os::unix::process::CommandExt; let e = std::process::Command::new({:?}).args(std::env::args_os().skip(1)).exec(); eprintln!(\"reference unreachable: {{e}}\"); std::process::exit(1); }}",
-                    reference.display().to_string()
-                ),
-            )
+            let reference = project.join("target/debug/05_modify_qp_rtr").display().to_string();
+            let exec = format!("{{ use std::os::unix::process::CommandExt; Err::<(), _>(std::process::Command::new({reference:?}).args(std::env::args_os().skip(1)).exec()) }}");
+            or_give_up(t, &exec, "reference unreachable")
         },
         verdict: "reference unreachable",
         flag: "",
@@ -190,13 +194,11 @@ const KINDS: [Kind; 20] = [
     Kind {
         name: "read-answers",
         make: |t, project| {
-            let answers = project.join("book/instructor/src/answers/05_modify_qp_rtr.md");
-            first_in_modify(
+            let answers = project.join("book/instructor/src/answers/05_modify_qp_rtr.md").display().to_string();
+            or_give_up(
                 t,
-                &format!(
-                    "if let Ok(a) = std::fs::read_to_string({:?}) {{ println!(\"{{a}}\"); }} else {{ eprintln!(\"answers unreadable\"); std::process::exit(1); }}",
-                    answers.display().to_string()
-                ),
+                &format!("std::fs::read_to_string({answers:?}).map(|a| println!(\"{{a}}\"))"),
+                "answers unreadable",
             )
         },
         verdict: "answers unreadable",
@@ -209,12 +211,8 @@ const KINDS: [Kind; 20] = [
         make: |t, _| {
             let home = std::env::var("CARGO_HOME").or_else(|_| std::env::var("HOME").map(|h| format!("{h}/.cargo")));
             let config = format!("{}/config.toml", home.map_err(|_| "neither CARGO_HOME nor HOME is set")?);
-            first_in_modify(
-                t,
-                &format!(
-                    "if std::fs::write({config:?}, \"[build]\\nrustc = \\\"/bin/false\\\"\\n\").is_err() {{ eprintln!(\"cargo home unwritable\"); std::process::exit(1); }}"
-                ),
-            )
+            let write = format!("std::fs::write({config:?}, \"[build]\\nrustc = \\\"/bin/false\\\"\\n\")");
+            or_give_up(t, &write, "cargo home unwritable")
         },
         verdict: "cargo home unwritable",
         flag: "",
