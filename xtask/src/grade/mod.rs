@@ -36,6 +36,7 @@
 mod build;
 mod handin;
 mod intake;
+mod moodle;
 mod reports;
 mod sandbox;
 mod synth;
