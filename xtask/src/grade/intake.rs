@@ -4,7 +4,8 @@
 //!
 //! Who a hand-in is from, and when it came, is read from the channel it came through, never
 //! from what the student wrote. The name is the archive's file name (`hand-in-NAME.tar.gz`
-//! or `NAME.tar.gz`), the unpacked directory's name, or the branch `hand-in/NAME`: the
+//! or `NAME.tar.gz`), the unpacked directory's name, the branch `hand-in/NAME`, or, in
+//! Moodle's submissions zip, the roster's account for Moodle's participant (moodle.rs): the
 //! instructor's LMS, or the git server's accounts, decide who can put it there. The time is
 //! when the hand-in reached the instructor's disk, or when the grader first fetched the
 //! commit. The manifest's account, host and time are the student's to write: `grade
