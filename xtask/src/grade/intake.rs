@@ -4,7 +4,8 @@
 //!
 //! Who a hand-in is from, and when it came, is read from the channel it came through, never
 //! from what the student wrote. The name is the archive's file name (`hand-in-NAME.tar.gz`
-//! or `NAME.tar.gz`), the unpacked directory's name, or the branch `hand-in/NAME`: the
+//! or `NAME.tar.gz`), the unpacked directory's name, the branch `hand-in/NAME`, or, in
+//! Moodle's submissions zip, the roster's account for Moodle's participant (moodle.rs): the
 //! instructor's LMS, or the git server's accounts, decide who can put it there. The time is
 //! when the hand-in reached the instructor's disk, or when the grader first fetched the
 //! commit. The manifest's account, host and time are the student's to write: `grade
@@ -27,6 +28,7 @@ use std::process::Command;
 use std::time::SystemTime;
 
 use super::handin::sha256;
+use super::moodle;
 use super::reports::utc;
 use super::{done, io};
 
@@ -75,6 +77,8 @@ enum Channel {
     Directory(PathBuf),
     /// The commit of a branch `hand-in/NAME` of `remote`, fetched into `mirror`.
     Branch { remote: String, branch: String, commit: String, mirror: PathBuf },
+    /// A student's one file in Moodle's "Download all submissions" zip (moodle.rs).
+    Moodle { zip: PathBuf, entry: String, refused: Option<String> },
 }
 
 impl Channel {
@@ -83,6 +87,7 @@ impl Channel {
         match self {
             Channel::Archive(path) | Channel::Directory(path) => path.display().to_string(),
             Channel::Branch { remote, branch, .. } => format!("{remote} {branch}"),
+            Channel::Moodle { zip, entry, .. } => format!("{} {entry}", zip.display()),
         }
     }
 }
@@ -93,13 +98,30 @@ struct Found {
     channel: Channel,
 }
 
-/// The hand-ins SUBMISSION holds: an archive, a directory of archives and unpacked
-/// hand-ins, or a git remote's `hand-in/*` branches (fetched into a mirror in CLASS).
-fn find(class: &Path, submission: &str) -> Result<Vec<Found>, String> {
+/// The hand-ins SUBMISSION holds: an archive, Moodle's zip of them (named through the
+/// roster), a directory of archives and unpacked hand-ins, or a git remote's `hand-in/*`
+/// branches (fetched into a mirror in CLASS).
+fn find(class: &Path, submission: &str, roster: &moodle::Loaded) -> Result<Vec<Found>, String> {
     let path = Path::new(submission);
     let absolute = std::path::absolute(path).map_err(io(path))?;
     // The instructor's own arguments are followed if they are links; what is in them is not.
     let meta = path.metadata();
+    if meta.as_ref().is_ok_and(|m| m.is_file()) && submission.ends_with(".zip") {
+        if roster.worksheet.is_empty() {
+            return Err(format!(
+                "{submission}: Moodle's zip names students by participant id only: give the assignment's grading \
+                 worksheet (--moodle-worksheet) and the roster with each student's Moodle email (--roster)"
+            ));
+        }
+        let found = moodle::find(&absolute, &roster.directory, &roster.worksheet)?;
+        return Ok(found
+            .into_iter()
+            .map(|moodle::Entry { name, entry, refused }| Found {
+                name,
+                channel: Channel::Moodle { zip: absolute.clone(), entry, refused },
+            })
+            .collect());
+    }
     if meta.as_ref().is_ok_and(|m| m.is_file()) {
         let file = path.file_name().unwrap_or_default().to_string_lossy();
         return Ok(vec![Found { name: archive_name(&file), channel: Channel::Archive(absolute) }]);
@@ -352,6 +374,19 @@ fn take(class: &Path, name: &str, channel: &Channel) -> Result<Result<(), String
                 }
             })
         }),
+        // Moodle's zip: its time on this disk, as an archive's; the one file Moodle kept for
+        // the student, written beside the staging directory, then unpacked as an archive is.
+        Channel::Moodle { zip, entry, refused } => mtime(zip).and_then(|t| {
+            origin += &format!("received\t{t}\n");
+            if let Some(why) = refused {
+                return Err(why.clone());
+            }
+            let archive = staging.with_extension("tar.gz");
+            let _ = std::fs::remove_file(&archive);
+            let unpacked = moodle::extract(zip, entry, &archive).and_then(|()| unpack(&archive, &staging));
+            let _ = std::fs::remove_file(&archive);
+            unpacked
+        }),
         Channel::Branch { commit, mirror, .. } => {
             let record = mirror.join("received").join(commit);
             let received = std::fs::read_to_string(&record).map_err(io(&record))?;
@@ -374,17 +409,32 @@ fn take(class: &Path, name: &str, channel: &Channel) -> Result<Result<(), String
     Ok(taken)
 }
 
-/// `grade intake CLASS SUBMISSION…`: takes every hand-in SUBMISSION holds (see the module's
-/// doc) but those of students already graded (CLASS/results/NAME.tsv), and prints and lists
-/// the refused ones in CLASS/reports/refused.txt (empty when none was). A refusal is not
-/// an error: the others are taken.
-pub(crate) fn intake_cmd(class: &Path, submissions: &[String]) -> Result<(), String> {
+/// `grade intake CLASS [--roster ROSTER.csv] [--moodle-worksheet WORKSHEET.csv]
+/// SUBMISSION…`: takes every hand-in SUBMISSION holds (see the module's doc) but those of
+/// students already graded (CLASS/results/NAME.tsv), and prints and lists the refused ones
+/// in CLASS/reports/refused.txt (empty when none was). A refusal is not an error: the others
+/// are taken. The roster's Moodle emails are kept in CLASS/roster.tsv for `grade report`.
+pub(crate) fn intake_cmd(class: &Path, args: &[String]) -> Result<(), String> {
+    let (mut roster, mut worksheet, mut submissions) = (None, None, Vec::new());
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().map(PathBuf::from).ok_or(format!("{arg} needs a file"));
+        match arg.as_str() {
+            "--roster" => roster = Some(value()?),
+            "--moodle-worksheet" => worksheet = Some(value()?),
+            _ => submissions.push(arg.clone()),
+        }
+    }
+    let roster = moodle::load(roster.as_ref(), worksheet.as_ref())?;
     for dir in ["incoming", "origin", "results", "reports"] {
         std::fs::create_dir_all(class.join(dir)).map_err(io(class))?;
     }
+    if !roster.roster.is_empty() {
+        moodle::write_roster(class, &roster.roster)?;
+    }
     let mut found = Vec::new();
-    for submission in submissions {
-        found.extend(find(class, submission)?);
+    for submission in &submissions {
+        found.extend(find(class, submission, &roster)?);
     }
     let (mut refused, mut first, mut taken, mut graded) = (Vec::new(), HashMap::new(), 0, 0);
     for Found { name, channel } in found {

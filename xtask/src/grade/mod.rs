@@ -39,8 +39,10 @@
 //! in besides the exercise files is read (their own `lab/check --junit` is a self-check).
 
 mod build;
+mod gradescope;
 mod handin;
 mod intake;
+mod moodle;
 mod reports;
 mod sandbox;
 mod synth;
@@ -448,6 +450,9 @@ pub fn main(args: &[String]) -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("manifest") => handin::manifest_cmd(&args[1..]).map(|()| ExitCode::SUCCESS),
         Some("intake") if args.len() >= 3 => intake::intake_cmd(&class(1), &args[2..]).map(|()| ExitCode::SUCCESS),
+        Some("gradescope-student") if (3..=4).contains(&args.len()) => {
+            gradescope::student_cmd(&class(1), args.get(2).map(Path::new)).map(|()| ExitCode::SUCCESS)
+        }
         Some("prepare") if args.len() == 3 => prepare_cmd(&class(1), &args[2]).map(|()| ExitCode::SUCCESS),
         Some("prebuild") if args.len() == 2 => build::prebuild_cmd(&class(1)).map(|()| ExitCode::SUCCESS),
         Some("build") if args.len() == 2 => build::build_cmd(&class(1), &sandbox::BUILD).map(|()| ExitCode::SUCCESS),
@@ -472,10 +477,10 @@ pub fn main(args: &[String]) -> ExitCode {
             }
         }
         Some("verify") if args.len() == 3 => synth::verify_cmd(&class(1), &class(2)).map(|()| ExitCode::SUCCESS),
-        _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade intake CLASS SUBMISSION... | \
+        _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade intake CLASS [--roster R] [--moodle-worksheet W] SUBMISSION... | \
                   grade prepare CLASS STEPS | \
                   grade prebuild CLASS | grade build CLASS [--build-seconds N] | grade vm CLASS [--build-seconds N] | grade bounded UID SECONDS PROGRAM [ARGS...] | grade report CLASS | \
-                  grade synth OUT N [--every-step] | grade verify CLASS INTENDED"
+                  grade synth OUT N [--every-step] | grade verify CLASS INTENDED | grade gradescope-student METADATA [RESULTS]"
             .into()),
     };
     result.unwrap_or_else(|e| {

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{graded_steps, io, key_values, students, vet};
+use super::{graded_steps, io, key_values, moodle, students, vet};
 use crate::exercise::{junit_errors_xml, junit_xml, parse_results, Verdict};
 
 /// A report keeps this much of one failure's text: a flood of output is the student's
@@ -176,8 +176,16 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
         std::fs::create_dir_all(reports.join(dir)).map_err(io(&reports))?;
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let mut table = format!("username,{},total,feedback\n", bins.iter().map(|b| csv(b)).collect::<Vec<_>>().join(","));
+    // Moodle's grade import matches a row to a user by one column the instructor maps
+    // ("Identify user by"): with a roster, the student's Moodle email ("Email address",
+    // Moodle's own export's header), our account beside it for the eye; without one, the
+    // account as `username`, right only where accounts are the Moodle usernames. A row
+    // whose identifier is empty is skipped by the import, never put on another student.
+    let emails = moodle::emails(class);
+    let who = if emails.is_some() { "\"Email address\",\"student\"" } else { "username" };
+    let mut table = format!("{who},{},total,feedback\n", bins.iter().map(|b| csv(b)).collect::<Vec<_>>().join(","));
     let names = students(class)?;
+    let mut no_email = Vec::new();
     // Who handed in which file (step and SHA-256): a file several students handed in was
     // built and run once (see `vm_cmd`), and the instructor may want to know who shares it.
     let handins: Vec<Vec<(String, String)>> =
@@ -186,6 +194,16 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
     let (mut graded, mut not_graded) = (0, 0);
     for ((name, handin), flags) in names.iter().zip(&handins).zip(&flags) {
         let name = name.clone();
+        let id = match &emails {
+            Some(emails) => {
+                let email = emails.get(&name).cloned().unwrap_or_default();
+                if email.is_empty() {
+                    no_email.push(name.clone());
+                }
+                format!("{},{}", csv(&email), csv(&name))
+            }
+            None => csv(&name),
+        };
         let path = class.join("results").join(format!("{name}.tsv"));
         let text = std::fs::read_to_string(&path).ok();
         let graded_at = std::fs::metadata(&path)
@@ -228,7 +246,7 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
             not_graded += 1;
             std::fs::write(&junit, junit_errors_xml(&suite, &bins, NOT_GRADED, &props)).map_err(io(&junit))?;
             let empty = vec![""; bins.len()].join(",");
-            let _ = writeln!(table, "{},{empty},,{}", csv(&name), csv(NOT_GRADED));
+            let _ = writeln!(table, "{id},{empty},,{}", csv(NOT_GRADED));
             continue;
         };
         let mut verdicts = parse_results(&text).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -266,11 +284,17 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
             .map(|v| format!("{}: {}", v.nn, v.message.lines().next().unwrap_or_default()));
         let flagged = flags.iter().map(|f| format!("FLAGGED: {}", f.text));
         let feedback = failed.into_iter().chain(flagged).collect::<Vec<_>>().join("; ");
-        let _ = writeln!(table, "{},{},{total},{}", csv(&name), cells.join(","), csv(&feedback));
+        let _ = writeln!(table, "{id},{},{total},{}", cells.join(","), csv(&feedback));
     }
     let moodle = reports.join("moodle.csv");
     std::fs::write(&moodle, table).map_err(io(&moodle))?;
     eprintln!("grade: reports for {graded} students in {}", reports.display());
+    if !no_email.is_empty() {
+        eprintln!(
+            "grade: no Moodle email in the roster for {}: their rows in moodle.csv have none, and Moodle's import skips them",
+            no_email.join(", ")
+        );
+    }
     // Hand-ins `grade intake` refused: the instructor reads why here, at the end of the run.
     let refused = std::fs::read_to_string(reports.join("refused.txt")).unwrap_or_default();
     if !refused.is_empty() {

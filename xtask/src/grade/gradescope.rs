@@ -1,0 +1,120 @@
+//! `grade gradescope-student METADATA [RESULTS]`: the student of a Gradescope submission, for
+//! lab/ci/gradescope/run_autograder. Gradescope's autograder gets no name on its command
+//! line: it reads /autograder/submission_metadata.json, whose `users` are the submitters
+//! (gradescope-autograders.readthedocs.io, "Submission Metadata": each `{email, id,
+//! name}`, several for a group submission). The grader's student NAME is the first user's
+//! email before the `@`, made to fit [`valid_name`]: Gradescope, not the student's files,
+//! says who submitted. With RESULTS, that results.json is rewritten to say whom it graded:
+//! its `output` starts with the user's name and email, and `extra_data` carries them.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::intake::valid_name;
+use super::io;
+use super::reports::check_gradescope;
+
+/// The grader's NAME for the submission's first user, and who they are as Gradescope says
+/// (`Name <email>`, and Gradescope's user id).
+pub(crate) fn student(metadata: &str) -> Result<(String, Value), String> {
+    let metadata: Value = serde_json::from_str(metadata).map_err(|e| format!("not JSON: {e}"))?;
+    let user = metadata["users"].get(0).ok_or("no `users` in the submission metadata")?;
+    let email = user["email"].as_str().filter(|e| e.contains('@')).ok_or("the first user has no email")?;
+    let local = email.split('@').next().unwrap_or_default();
+    let mut name: String =
+        local.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        name.insert(0, 's');
+    }
+    name.truncate(64);
+    if !valid_name(&name) {
+        return Err(format!("`{email}` makes no student's name"));
+    }
+    let who = json!({
+        "name": user["name"].as_str().unwrap_or_default(),
+        "email": email,
+        "gradescope_user_id": user["id"],
+        "submission_id": metadata["id"],
+    });
+    Ok((name, who))
+}
+
+/// `results` (a results.json) saying whom it graded, still Gradescope's format.
+pub(crate) fn stamp(results: &str, name: &str, who: &Value) -> Result<String, String> {
+    let mut results: Value = serde_json::from_str(results).map_err(|e| format!("not JSON: {e}"))?;
+    let said = results["output"].as_str().unwrap_or_default().to_string();
+    let (full, email) = (who["name"].as_str().unwrap_or_default(), who["email"].as_str().unwrap_or_default());
+    results["output"] = format!("Graded for {full} <{email}> (as `{name}`): {said}").into();
+    results["extra_data"] = json!({ "student": who });
+    let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())? + "\n";
+    check_gradescope(&text).map(|()| text)
+}
+
+/// `grade gradescope-student METADATA [RESULTS]`: prints the NAME; with RESULTS, stamps it.
+pub(crate) fn student_cmd(metadata: &Path, results: Option<&Path>) -> Result<(), String> {
+    let text = std::fs::read_to_string(metadata).map_err(io(metadata))?;
+    let (name, who) = student(&text).map_err(|e| format!("{}: {e}", metadata.display()))?;
+    match results {
+        None => println!("{name}"),
+        Some(path) => {
+            let stamped = stamp(&std::fs::read_to_string(path).map_err(io(path))?, &name, &who)?;
+            std::fs::write(path, stamped).map_err(io(path))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example of Gradescope's "Submission Metadata" page, its `//` comments taken out
+    /// and its `...` cut, as /autograder/submission_metadata.json holds it.
+    const METADATA: &str = r#"{
+      "id": 123456,
+      "created_at": "2018-07-01T14:22:32.365935-07:00",
+      "assignment": {
+        "due_date": "2018-07-31T23:00:00.000000-07:00",
+        "group_size": 4,
+        "group_submission": true,
+        "id": 25828,
+        "course_id": 1234,
+        "late_due_date": null,
+        "release_date": "2018-07-02T00:00:00.000000-07:00",
+        "title": "Programming Assignment 1",
+        "total_points": "20.0"
+      },
+      "submission_method": "upload",
+      "users": [
+        { "email": "student@example.com", "id": 1234, "name": "Student User" }
+      ],
+      "previous_submissions": [
+        { "submission_time": "2017-04-06T14:24:48.087023-07:00", "score": 0.0, "results": {} }
+      ]
+    }"#;
+
+    #[test]
+    fn the_student_is_gradescopes_first_user() {
+        let (name, who) = student(METADATA).unwrap();
+        assert_eq!(name, "student");
+        assert_eq!((who["name"].as_str(), who["gradescope_user_id"].as_u64()), (Some("Student User"), Some(1234)));
+        let odd = METADATA.replace("student@example.com", ".ada+rdma@example.com");
+        assert_eq!(student(&odd).unwrap().0, "s_ada_rdma");
+        assert!(student(&METADATA.replace("student@example.com", "nobody")).is_err());
+        assert!(student(r#"{"users": []}"#).unwrap_err().contains("no `users`"));
+    }
+
+    #[test]
+    fn the_results_name_whom_they_graded_in_gradescopes_format() {
+        let (name, who) = student(METADATA).unwrap();
+        let results = r#"{"score": 1, "output": "1 of 2 steps behave like the reference", "tests": []}"#;
+        let stamped: Value = serde_json::from_str(&stamp(results, &name, &who).unwrap()).unwrap();
+        assert_eq!(
+            stamped["output"],
+            "Graded for Student User <student@example.com> (as `student`): 1 of 2 steps behave like the reference"
+        );
+        assert_eq!(stamped["extra_data"]["student"]["email"], "student@example.com");
+        assert_eq!(stamped["score"], 1);
+    }
+}
