@@ -1,6 +1,6 @@
 //! The class grader (issues 40 and 44): a synthetic class, one hand-in of each kind (`cargo
 //! xtask grade synth`: honest, wrong, refused, copied, and hostile — exec the reference, read
-//! the answers, poison the cargo home, walk the filesystem, spin the compiler), a byte copy
+//! the answers, poison the cargo home, walk the filesystem, hoard memory, spin the compiler), a byte copy
 //! of one of them, and one more handed in as a student does, `lab/submit --to` a git
 //! remote, all graded by `lab/grade`: built on the host, run in one lab VM boot, each sealed.
 //! Every verdict and flag must be the one intended — the forged all-pass self-check changes
@@ -52,16 +52,16 @@ fn a_class_of_every_kind_grades_as_intended() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let handins = dir.join("handins");
-    run(Command::new("cargo").args(["xtask", "grade", "synth"]).arg(&handins).arg("20"));
+    run(Command::new("cargo").args(["xtask", "grade", "synth"]).arg(&handins).arg("21"));
     // A copied hand-in: the same file as s02-holes', built and run once for both; an
     // untouched exercise, which no one copies, so not flagged.
-    let copy = handins.join("s21-same-file");
+    let copy = handins.join("s22-same-file");
     std::fs::create_dir_all(copy.join("exercises")).unwrap();
     for file in ["manifest.txt", "exercises/05_modify_qp_rtr.rs"] {
         std::fs::copy(handins.join("s02-holes").join(file), copy.join(file)).unwrap();
     }
     let mut intended = read(&handins.join("intended.tsv"));
-    intended += "s21-same-file\tfail\ta hole is still empty\n";
+    intended += "s22-same-file\tfail\ta hole is still empty\n";
     std::fs::write(handins.join("intended.tsv"), intended).unwrap();
 
     // A student's own hand-in, pushed: the reference's stage, in their exercises/ (it passes,
@@ -103,7 +103,7 @@ fn a_class_of_every_kind_grades_as_intended() {
     let forged = read(&class.join("reports/junit/s11-forged.xml"));
     assert!(forged.contains("failures=\"1\""), "the forged self-check counted:\n{forged}");
     // The copy's file is the `holes` one, built and run once for both; the report says so.
-    let copied = read(&class.join("reports/junit/s21-same-file.xml"));
+    let copied = read(&class.join("reports/junit/s22-same-file.xml"));
     let same = "<property name=\"same_file_as:exercises/05_modify_qp_rtr.rs\" value=\"s02-holes\"/>";
     assert!(copied.contains(same), "{copied}");
     let junit = read(&class.join(format!("reports/junit/{account}.xml")));
@@ -114,7 +114,7 @@ fn a_class_of_every_kind_grades_as_intended() {
     let csv = read(&class.join("reports/moodle.csv"));
     let rows: Vec<Vec<String>> = csv.lines().map(csv_fields).collect();
     assert_eq!(rows[0], ["username", "05_modify_qp_rtr", "total", "feedback"]);
-    assert_eq!(rows.len(), 23, "a header and 22 students:\n{csv}");
+    assert_eq!(rows.len(), 24, "a header and 23 students:\n{csv}");
     for row in &rows[1..] {
         assert_eq!(row.len(), 4, "{row:?}");
         let passes = ["s01-complete", "s12-copy", account.as_str()].contains(&row[0].as_str());

@@ -1,7 +1,7 @@
 //! Building the class's files, on the host: the step crates from trusted code (`grade
 //! prebuild`), then each student's file, sealed and bounded (`grade build`, see
-//! `sandbox`). Natively a file builds in about a second; under the VM's emulation it took
-//! 7–60 s.
+//! `sandbox`): natively, since under the VM's emulation a build takes tens of times as
+//! long (the instructor's guide, "What a class costs").
 
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -112,10 +112,10 @@ pub(super) fn built(class: &Path, key: &str) -> Result<Option<String>, String> {
 /// Where the students' files are built.
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Place {
-    /// This host, natively (0.2–0.6 s a file), each build in a user namespace of its own.
+    /// This host, natively, each build in a user namespace of its own.
     Host,
-    /// The lab VM, as root, each build as [`sandbox::BUILD_UID`] in a cgroup (7–60 s a file
-    /// under emulation): where the host cannot make a user namespace.
+    /// The lab VM, as root, each build as [`sandbox::BUILD_UID`] in a cgroup, under
+    /// emulation: where the host cannot make a user namespace.
     Vm,
 }
 

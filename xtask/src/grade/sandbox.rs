@@ -46,12 +46,12 @@ pub(crate) struct Limits {
 
 /// A student's program, run opposite its peer: a ping-pong needs a few MiB.
 pub(crate) const RUN: Limits = Limits { seconds: 0, memory: 256 << 20, pids: 64, output: 1 << 20 };
-/// A student's build: cargo and rustc compiling one step's program, natively (≈1 s, ≈200
-/// MiB resident; rustc's threads reserve more address space than they use, so 2 GiB); the
-/// compiler's messages about one file.
+/// A student's build: cargo and rustc compiling one step's program, natively (seconds at
+/// most; the address space is generous because rustc's threads reserve far more than
+/// they use); the compiler's messages about one file.
 pub(crate) const BUILD: Limits = Limits { seconds: 60, memory: 2 << 30, pids: 256, output: 256 << 10 };
-/// The same build in the lab VM, where the host cannot make it a user namespace: 1 GiB of
-/// the VM's 2 resident (≈300 MiB seen for the library), 5 minutes under emulation.
+/// The same build in the lab VM, where the host cannot make it a user namespace: half the
+/// VM's memory, and the time emulation needs (the guide's "What a class costs").
 pub(crate) const VM_BUILD: Limits = Limits { seconds: 300, memory: 1 << 30, ..BUILD };
 
 /// How a bounded process ended.

@@ -57,7 +57,7 @@ fn first_in_modify(text: &str, code: &str) -> Result<String, String> {
     replace(text, head, &format!("{head}    {code}\n"))
 }
 
-const KINDS: [Kind; 20] = [
+const KINDS: [Kind; 21] = [
     // Correct, and the student's own: two attributes in another order.
     Kind {
         name: "complete",
@@ -227,6 +227,13 @@ const KINDS: [Kind; 20] = [
             )
         },
         verdict: "still running after",
+        flag: "",
+    },
+    Kind {
+        // Holds on to memory it touches, a MiB at a time: its cgroup's bound ends it.
+        name: "hoard",
+        make: |t, _| first_in_modify(t, "let mut hoard = Vec::new();\n    loop { hoard.push(vec![1u8; 1 << 20]); }"),
+        verdict: "MiB of memory",
         flag: "",
     },
     Kind {
