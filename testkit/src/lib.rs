@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 mod book;
 pub mod cm;
+mod csv;
 mod device;
 mod ports;
 #[cfg(feature = "redact")]
@@ -26,6 +27,7 @@ mod steps;
 mod xml;
 
 pub use book::{book_output, book_output_dir, iwarp_output_dir};
+pub use csv::csv_fields;
 pub use device::{device, device_args, device_lock, kernel_version, require_device, running_kernel, Device};
 pub use ports::{tcp_port, tcp_ports, TCP_PORTS};
 #[cfg(feature = "redact")]

@@ -27,25 +27,6 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The fields of one CSV line (quoted fields may hold commas and doubled quotes).
-fn csv_fields(line: &str) -> Vec<String> {
-    let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => fields.push(std::mem::take(&mut field)),
-            (c, _) => field.push(c),
-        }
-    }
-    fields.push(field);
-    fields
-}
-
 #[test]
 fn a_class_of_every_kind_grades_as_intended() {
     let dir = root().join("target/grade-test");
@@ -112,7 +93,7 @@ fn a_class_of_every_kind_grades_as_intended() {
                 for token the reference's src/stages/modify_qp_rtr.rs and the same as s12-copy's";
     assert!(junit.contains(flag), "{junit}");
     let csv = read(&class.join("reports/moodle.csv"));
-    let rows: Vec<Vec<String>> = csv.lines().map(csv_fields).collect();
+    let rows: Vec<Vec<String>> = csv.lines().map(testkit::csv_fields).collect();
     assert_eq!(rows[0], ["username", "05_modify_qp_rtr", "total", "feedback"]);
     assert_eq!(rows.len(), 24, "a header and 23 students:\n{csv}");
     for row in &rows[1..] {

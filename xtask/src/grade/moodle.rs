@@ -75,31 +75,11 @@ pub(crate) fn read_roster(text: &str) -> Result<Vec<(String, String)>, String> {
     Ok(out)
 }
 
-/// The fields of one CSV record (RFC 4180: `"` quotes, `""` in quotes is a `"`), as Moodle's
-/// `csv_export_writer` writes them. A record is one line: the worksheet's columns that could
-/// hold a newline (online text, feedback) are not read.
-fn csv_fields(line: &str) -> Vec<String> {
-    let (mut fields, mut field, mut quoted, mut chars) = (Vec::new(), String::new(), false, line.chars().peekable());
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => fields.push(std::mem::take(&mut field)),
-            (c, _) => field.push(c),
-        }
-    }
-    fields.push(field);
-    fields
-}
-
 /// The grading worksheet's participant ids and email addresses: `Identifier` is
 /// `Participant 123456` (the language string `hiddenuser` and the participant id).
 pub(crate) fn read_worksheet(text: &str) -> Result<HashMap<String, String>, String> {
     let mut lines = text.trim_start_matches('\u{feff}').lines();
-    let header = csv_fields(lines.next().unwrap_or_default());
+    let header = testkit::csv_fields(lines.next().unwrap_or_default());
     let column = |name: &str| {
         header.iter().position(|h| h.trim() == name).ok_or(format!(
             "the grading worksheet has no `{name}` column (its columns: {}); download it from the assignment's \
@@ -110,7 +90,7 @@ pub(crate) fn read_worksheet(text: &str) -> Result<HashMap<String, String>, Stri
     let (id, email) = (column("Identifier")?, column("Email address")?);
     let mut out = HashMap::new();
     for line in lines.filter(|l| !l.trim().is_empty()) {
-        let fields = csv_fields(line);
+        let fields = testkit::csv_fields(line);
         let (Some(who), Some(address)) = (fields.get(id), fields.get(email)) else { continue };
         // Moodle writes `Participant ` in the site's language: the number is what is after it.
         let Some(pid) = who.rsplit(' ').next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
