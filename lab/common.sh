@@ -97,6 +97,9 @@ lab_steps() {
     if [ ${#LAB_STEPS[@]} = 0 ]; then echo "lab: $list lists no step" >&2; return 1; fi
 }
 
+# Where lab/image puts the book it built (HTML), for book/serve on an image with no mdbook.
+LAB_BUILT_BOOK=/usr/local/share/doc/rdma-dissect/book
+
 # lab_student_copy SRC DEST: the students' copy of the checkout SRC, for lab/provision and
 # lab/image: a new git repository at DEST holding SRC's committed tree without
 # book/instructor/ (every answer and the lab plan), in one commit whose message names SRC's
