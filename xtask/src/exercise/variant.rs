@@ -319,6 +319,9 @@ mod tests {
         assert_eq!(a.id(), Variant::of("ada", "05").unwrap().id());
         // Pinned: a variant must not change under a class between two checkouts.
         assert_eq!(a.id(), PINNED_ADA_05);
+        // tests/host_vms/exercises.rs fills ada's exercises with these.
+        assert_eq!(Variant::of("ada", "04").unwrap().id(), "qp_access_flags=IBV_ACCESS_REMOTE_WRITE");
+        assert_eq!(Variant::of("ada", "06").unwrap().id(), "timeout=12 retry_cnt=5 max_rd_atomic=8");
         assert!(Variant::of("ada", "01").is_none() && Variant::of("ada", "07").is_none());
         for nn in ["03", "04", "05", "06"] {
             let v = Variant::of("ada", nn).unwrap();
