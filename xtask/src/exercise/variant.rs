@@ -380,6 +380,30 @@ mod tests {
         }
     }
 
+    /// A flags value's trace names are what the program prints for the flags its code sets
+    /// (names::access_names, in bit order), with the caller's (03: LOCAL_WRITE; 04: none).
+    #[test]
+    fn flags_are_named_as_the_trace_names_them() {
+        use rdma_dissect::verbs::{self, names::access_names};
+        let bit = |name: &str| match name {
+            "IBV_ACCESS_REMOTE_WRITE" => verbs::IBV_ACCESS_REMOTE_WRITE.0,
+            "IBV_ACCESS_REMOTE_READ" => verbs::IBV_ACCESS_REMOTE_READ.0,
+            other => panic!("{other}: not a flag a variant grants"),
+        };
+        for (nn, fields) in FIELDS {
+            for f in fields.iter() {
+                let Values::Flags(values) = &f.values else { continue };
+                let caller = if nn == "03" { verbs::IBV_ACCESS_LOCAL_WRITE.0 } else { 0 };
+                for (trace, code) in values.iter() {
+                    let bits = code.split(" | ").fold(caller, |b, c| {
+                        b | bit(c.strip_prefix("crate::verbs::").and_then(|c| c.strip_suffix(".0")).unwrap())
+                    });
+                    assert_eq!(access_names(bits), *trace, "{nn} {}", f.key);
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_transform_changes_only_the_fields_lines() {
         let trace = "ibv_modify_qp                qp_num=[QPN:client] INIT→RTR\n\
