@@ -30,10 +30,17 @@ fn root() -> PathBuf {
 }
 
 /// Runs `lab/<script> args` with LAB_EXERCISES=`dir`: exit status and stdout + stderr.
+/// Whose exercises these are: the variant of steps 03–06 follows from the name, and ada's
+/// is pinned in xtask/src/exercise/variant.rs's tests (04: qp_access_flags
+/// IBV_ACCESS_REMOTE_WRITE; 05: min_rnr_timer 10, max_dest_rd_atomic 2; 06: timeout 12,
+/// retry_cnt 5, max_rd_atomic 8).
+const STUDENT: &str = "ada";
+
 fn lab(script: &str, args: &[&str], dir: &Path) -> (i32, String) {
     let out = Command::new(root().join("lab").join(script))
         .args(args)
         .env("LAB_EXERCISES", dir)
+        .env("LAB_STUDENT", STUDENT)
         .env("NO_COLOR", "1")
         .current_dir(root())
         .output()
@@ -136,15 +143,15 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
         let (status, text) = lab("exercise", &[nn], &dir);
         assert_eq!(status, 0, "{text}");
     }
-    // 06, right, in a student's own order and words.
+    // 06, right (ada's variant), in a student's own order and words.
     fill(
         &dir.join("06_modify_qp_rts.rs"),
         &[
-            ("timeout: todo!(", "timeout: 14, // 4.096 us << 14 = 67 ms"),
-            ("retry_cnt: todo!(", "retry_cnt: 7,"),
+            ("timeout: todo!(", "timeout: 12, // 4.096 us << 12 = 16.8 ms"),
+            ("retry_cnt: todo!(", "retry_cnt: 5,"),
             ("rnr_retry: todo!(", "rnr_retry: 7, // 7 = retry forever"),
             ("sq_psn: todo!(", "sq_psn: my_psn,"),
-            ("max_rd_atomic: todo!(", "max_rd_atomic: 1,"),
+            ("max_rd_atomic: todo!(", "max_rd_atomic: 8,"),
             (
                 "// TODO(hole_rts_mask)",
                 "| IBV_QP_SQ_PSN.0 | IBV_QP_TIMEOUT.0 | IBV_QP_RETRY_CNT.0 | IBV_QP_MAX_QP_RD_ATOMIC.0 | IBV_QP_RNR_RETRY.0",
@@ -158,7 +165,7 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
             ("todo!(\"the client waits for our reply", "conn.send(self.local)?;"),
             ("dest_qp_num: todo!(", "dest_qp_num: remote.qpn,"),
             ("rq_psn: todo!(", "rq_psn: remote.psn,"),
-            ("max_dest_rd_atomic: todo!(", "max_dest_rd_atomic: 1,"),
+            ("max_dest_rd_atomic: todo!(", "max_dest_rd_atomic: 2,"),
             ("min_rnr_timer: todo!(", "min_rnr_timer: 0,"),
             ("dlid: todo!(", "dlid: remote.lid,"),
             ("todo!(\"say that the address vector", "attr.ah_attr.is_global = 1;"),
@@ -185,7 +192,7 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
             ("todo!(\"add IBV_SEND_INLINE", "if opts.size <= cap.max_inline_data { send_flags |= IBV_SEND_INLINE; }"),
             ("qp_state: todo!(", "qp_state: IBV_QPS_INIT,"),
             ("port_num: todo!(", "port_num: dev.ib_port,"),
-            ("qp_access_flags: todo!(", "qp_access_flags: opts.access.0,"),
+            ("qp_access_flags: todo!(", "qp_access_flags: opts.access.0 | crate::verbs::IBV_ACCESS_REMOTE_WRITE.0,"),
             ("// TODO(hole_init_mask)", "| IBV_QP_PKEY_INDEX.0 | IBV_QP_ACCESS_FLAGS.0"),
         ],
     );
@@ -197,9 +204,10 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
     let r = report(&text, "05");
     assert!(r.contains("FAIL 05: "), "{r}");
     assert!(
-        r.contains("attribute IBV_QP_MIN_RNR_TIMER: min_rnr_timer: expected 12, got 0"),
+        r.contains("attribute IBV_QP_MIN_RNR_TIMER: min_rnr_timer: expected 10 (your variant's value), got 0"),
         "05's report does not name the attribute:\n{r}"
     );
+    assert!(r.contains("your variant (ada, step 05) asks for min_rnr_timer=10"), "{r}");
     assert!(r.contains("reread: book chapter 05"), "{r}");
     let r = report(&text, "04");
     assert!(r.contains("FAIL 04: "), "{r}");
@@ -228,7 +236,7 @@ fn a_filled_in_exercise_passes_and_a_wrong_one_names_its_mistake() {
     let c05 = case("05_modify_qp_rtr");
     let message = c05.split(r#"<failure message=""#).nth(1).and_then(|m| m.split('"').next()).unwrap_or("");
     assert!(
-        message.contains("min_rnr_timer: expected 12, got 0"),
+        message.contains("min_rnr_timer: expected 10 (your variant's value), got 0"),
         "05's failure message is not its first difference:\n{c05}"
     );
     assert!(case("04_create_qp").contains("the mask lacks IBV_QP_PORT"), "{xml}");

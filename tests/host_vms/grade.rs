@@ -2,7 +2,7 @@
 //! xtask grade synth`: honest, wrong, refused, copied, and hostile — exec the reference, read
 //! the answers, poison the cargo home, walk the filesystem, hoard memory, spin the compiler), a byte copy
 //! of one of them, and one more handed in as a student does, `lab/submit --to` a git
-//! remote, all graded by `lab/grade`: built on the host, run in one lab VM boot, each sealed.
+//! remote (the reference's stage, which fails its student's variant), all graded by `lab/grade`: built on the host, run in one lab VM boot, each sealed.
 //! Every verdict and flag must be the one intended — the forged all-pass self-check changes
 //! nothing, no hostile hand-in changes a classmate's — and every report must parse:
 //! JUnit with its provenance, the Moodle CSV, Gradescope's results.json (`grade report`
@@ -33,19 +33,20 @@ fn a_class_of_every_kind_grades_as_intended() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let handins = dir.join("handins");
-    run(Command::new("cargo").args(["xtask", "grade", "synth"]).arg(&handins).arg("21"));
-    // A copied hand-in: the same file as s02-holes', built and run once for both; an
+    run(Command::new("cargo").args(["xtask", "grade", "synth"]).arg(&handins).arg("22"));
+    // A copied hand-in: the same file as s02-holes', built once for both (run once per variant); an
     // untouched exercise, which no one copies, so not flagged.
-    let copy = handins.join("s22-same-file");
+    let copy = handins.join("s23-same-file");
     std::fs::create_dir_all(copy.join("exercises")).unwrap();
     for file in ["manifest.txt", "exercises/05_modify_qp_rtr.rs"] {
         std::fs::copy(handins.join("s02-holes").join(file), copy.join(file)).unwrap();
     }
     let mut intended = read(&handins.join("intended.tsv"));
-    intended += "s22-same-file\tfail\ta hole is still empty\n";
+    intended += "s23-same-file\tfail\ta hole is still empty\n";
     std::fs::write(handins.join("intended.tsv"), intended).unwrap();
 
-    // A student's own hand-in, pushed: the reference's stage, in their exercises/ (it passes,
+    // A student's own hand-in, pushed: the reference's stage, in their exercises/ (it fails
+    // the variant of their name, rc_pingpong's values where theirs are asked for, and is
     // flagged as the reference's copy).
     let remote = dir.join("remote.git");
     run(Command::new("git").args(["init", "--quiet", "--bare"]).arg(&remote));
@@ -70,7 +71,8 @@ fn a_class_of_every_kind_grades_as_intended() {
     println!("{text}");
     run(Command::new("cargo").args(["xtask", "grade", "verify"]).arg(&class).arg(handins.join("intended.tsv")));
     let mine_results = read(&class.join(format!("results/{account}.tsv")));
-    assert!(mine_results.starts_with("05\tpass\t"), "{mine_results}");
+    assert!(mine_results.starts_with("05\tfail\t"), "{mine_results}");
+    assert!(mine_results.contains("(your variant's value)"), "{mine_results}");
 
     // The reports: JUnit with what was graded, the CSV, results.json.
     for student in ["s01-complete", "s11-forged", account.as_str()] {
@@ -83,8 +85,8 @@ fn a_class_of_every_kind_grades_as_intended() {
     }
     let forged = read(&class.join("reports/junit/s11-forged.xml"));
     assert!(forged.contains("failures=\"1\""), "the forged self-check counted:\n{forged}");
-    // The copy's file is the `holes` one, built and run once for both; the report says so.
-    let copied = read(&class.join("reports/junit/s22-same-file.xml"));
+    // The copy's file is the `holes` one, built once for both; the report says so.
+    let copied = read(&class.join("reports/junit/s23-same-file.xml"));
     let same = "<property name=\"same_file_as:exercises/05_modify_qp_rtr.rs\" value=\"s02-holes\"/>";
     assert!(copied.contains(same), "{copied}");
     let junit = read(&class.join(format!("reports/junit/{account}.xml")));
@@ -95,10 +97,11 @@ fn a_class_of_every_kind_grades_as_intended() {
     let csv = read(&class.join("reports/moodle.csv"));
     let rows: Vec<Vec<String>> = csv.lines().map(testkit::csv_fields).collect();
     assert_eq!(rows[0], ["username", "05_modify_qp_rtr", "total", "feedback"]);
-    assert_eq!(rows.len(), 24, "a header and 23 students:\n{csv}");
+    assert_eq!(rows.len(), 25, "a header and 24 students:\n{csv}");
     for row in &rows[1..] {
         assert_eq!(row.len(), 4, "{row:?}");
-        let passes = ["s01-complete", "s12-copy", account.as_str()].contains(&row[0].as_str());
+        // Only the complete answer passes: the copies of the stage fail their variants.
+        let passes = row[0] == "s01-complete";
         assert_eq!(row[1], if passes { "1" } else { "0" }, "{row:?}");
     }
 

@@ -12,6 +12,7 @@ use testkit as common;
 
 use super::report::append_result;
 use super::run::{run_once, runs, Ran, RunResult, DEADLINE};
+use super::variant::{Note, Variant};
 use super::{step, Partner, Step};
 
 /// The C tool prints no `ibv_create_qp` line: its QPN is in its `local address:` line.
@@ -119,11 +120,13 @@ fn reread(step: &Step, what: &str) -> String {
 }
 
 /// The first difference between the reference's lines and the student's, explained; None
-/// when they are the same.
-fn first_difference(step: &Step, expected: &str, got: &str) -> Option<String> {
+/// when they are the same. `notes` are the lines a variant changed in `expected`: a
+/// difference there says which value the variant asks for.
+pub(super) fn first_difference(step: &Step, expected: &str, got: &str, notes: &[Note]) -> Option<String> {
     let e: Vec<&str> = expected.lines().collect();
     let g: Vec<&str> = got.lines().collect();
     let i = (0..e.len().max(g.len())).find(|&i| e.get(i) != g.get(i))?;
+    let note = notes.iter().find(|n| n.line == i);
     let mut msg = String::new();
     match (e.get(i), g.get(i)) {
         (Some(want), None) => {
@@ -143,8 +146,9 @@ fn first_difference(step: &Step, expected: &str, got: &str) -> Option<String> {
             if pw.label == ph.label {
                 let mut what = Vec::new();
                 for (k, v) in &pw.fields {
+                    let mine = if note.is_some_and(|n| n.key == k) { " (your variant's value)" } else { "" };
                     match ph.fields.iter().find(|(hk, _)| hk == k) {
-                        Some((_, hv)) if hv != v => what.push(format!("{k}: expected {v}, got {hv}")),
+                        Some((_, hv)) if hv != v => what.push(format!("{k}: expected {v}{mine}, got {hv}")),
                         None => what.push(format!("{k}: expected {v}, got nothing")),
                         _ => {}
                     }
@@ -204,6 +208,9 @@ fn first_difference(step: &Step, expected: &str, got: &str) -> Option<String> {
             }
         }
         (None, None) => unreachable!(),
+    }
+    if let Some(n) = note {
+        let _ = write!(msg, "\n  {}", n.text);
     }
     Some(msg)
 }
@@ -282,9 +289,17 @@ impl ReferenceRuns {
 }
 
 /// Grades one step: Ok(summary) when every run matches the reference's, Err(report) at the
-/// first difference.
-pub(crate) fn grade(refs: &mut ReferenceRuns, program: &str, source: &str) -> Result<String, String> {
+/// first difference. With `student`, their variant of the step (if it has one) is applied to
+/// the reference's trace: their program must print its values in their fields.
+pub(crate) fn grade(
+    refs: &mut ReferenceRuns,
+    program: &str,
+    source: &str,
+    student: Option<&str>,
+) -> Result<String, String> {
     let step = &refs.step.clone();
+    let variant = student.and_then(|name| Variant::of(name, &step.nn));
+    let theirs = variant.as_ref().map_or(String::new(), |v| format!(" with your variant ({})", v.id()));
     let c_peer = step.partner == Some(Partner::C);
     let runs = runs(step);
     let mut lines = 0;
@@ -310,10 +325,14 @@ pub(crate) fn grade(refs: &mut ReferenceRuns, program: &str, source: &str) -> Re
             ));
         }
         let (rt, rp) = redacted(r, c_peer, step.cm);
+        let (rt, notes) = match &variant {
+            Some(v) => v.expected(&rt),
+            None => (rt, Vec::new()),
+        };
         let (tt, tp) = redacted(t, c_peer, step.cm);
         let failed = why_it_failed(&t.ours, step, source);
-        if let Some(diff) = first_difference(step, &rt, &tt) {
-            let mut report = format!("{run}: your trace differs from the reference's\n  {diff}");
+        if let Some(diff) = first_difference(step, &rt, &tt, &notes) {
+            let mut report = format!("{run}: your trace differs from the reference's{theirs}\n  {diff}");
             if let Some(why) = failed {
                 report = format!("{run}: {why}\n  first difference from the reference's trace: {diff}");
             }
@@ -328,7 +347,7 @@ pub(crate) fn grade(refs: &mut ReferenceRuns, program: &str, source: &str) -> Re
             if let Some(why) = why_it_failed(peer, step, "") {
                 return Err(format!("{run}: your trace matches, but the peer failed: {why}"));
             }
-            if let Some(diff) = first_difference(step, rp, tp) {
+            if let Some(diff) = first_difference(step, rp, tp, &[]) {
                 return Err(format!(
                     "{run}: your trace matches, but the peer ({}) saw something else than with the reference:\n  {diff}",
                     peer.what
@@ -337,10 +356,10 @@ pub(crate) fn grade(refs: &mut ReferenceRuns, program: &str, source: &str) -> Re
         }
         lines += rt.lines().count();
     }
-    Ok(format!("{} runs, {lines} trace lines, all as the reference's", runs.len()))
+    Ok(format!("{} runs, {lines} trace lines, all as the reference's{theirs}", runs.len()))
 }
 
-pub(super) fn grade_cmd(cases: &[String], results: Option<&Path>) -> ExitCode {
+pub(super) fn grade_cmd(cases: &[String], results: Option<&Path>, student: Option<&str>) -> ExitCode {
     common::require_device();
     // The reference steps are built beside this binary (target/debug/).
     let reference_dir = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
@@ -364,8 +383,11 @@ pub(super) fn grade_cmd(cases: &[String], results: Option<&Path>) -> ExitCode {
         };
         let dev = common::device();
         println!("== check {} ({source}) on {} port {} GID index {}", step.nn, dev.name, dev.port, dev.gid_index);
+        if let Some(v) = student.and_then(|name| Variant::of(name, &step.nn)) {
+            println!("   {}'s variant: {}", v.name, v.id());
+        }
         let start = Instant::now();
-        let verdict = grade(&mut refs, program, source);
+        let verdict = grade(&mut refs, program, source, student);
         let seconds = start.elapsed().as_secs_f64();
         match &verdict {
             Ok(summary) => println!("PASS {}: {summary} ({seconds:.1} s)", step.nn),

@@ -2,9 +2,11 @@
 
 use std::path::Path;
 
+use super::variant::{self, Variant};
 use super::{root, step, Step};
 
 /// One hole of a stage.
+#[derive(Clone)]
 struct Hole {
     name: String,
     /// The binding's type, for a `let` hole (`HOLE(T)`).
@@ -105,13 +107,15 @@ fn fill(hole: &Hole, file: &str) -> Result<Vec<String>, String> {
     Ok(vec![format!("{indent}{todo}")])
 }
 
-/// The student's copy of step `nn`'s stage, as `lab/exercise` writes it.
+/// The copy of step `nn`'s stage every student starts from, whoever they are: its code is
+/// the same for all (a variant is a comment of its header: `exercise generate --as NAME`).
 pub(crate) fn exercise_text(nn: &str) -> Result<String, String> {
-    generate(&step(nn)?)
+    generate(&step(nn)?, None)
 }
 
-/// The student's copy of `step`'s stage.
-fn generate(step: &Step) -> Result<String, String> {
+/// The student's copy of `step`'s stage; `name`'s, with their variant, when there is one.
+/// A hole whose value a variant sets has the variant's hint, with or without a name.
+fn generate(step: &Step, name: Option<&str>) -> Result<String, String> {
     let (rel, text) = stage_source(step)?;
     let pieces = parse(&text, &rel)?;
     let holes = pieces.iter().filter(|p| matches!(p, Piece::Hole(_))).count();
@@ -142,20 +146,27 @@ fn generate(step: &Step) -> Result<String, String> {
                         step.bin, step.nn
                     ));
                     out.push("// starts over. The chapter of the book explains every line.".into());
+                    if let Some(v) = name.and_then(|n| Variant::of(n, &step.nn)) {
+                        out.push("//".into());
+                        out.extend(v.header());
+                    }
                     out.push(
                         "#![allow(unreachable_code, unused_variables, unused_mut, unused_imports, dead_code)]".into(),
                     );
                 }
                 out.push(l.clone());
             }
-            Piece::Hole(h) => out.extend(fill(h, &rel)?),
+            Piece::Hole(h) => match variant::hint(&step.nn, &h.name) {
+                Some(hint) => out.extend(fill(&Hole { hint: hint.to_string(), ..h.clone() }, &rel)?),
+                None => out.extend(fill(h, &rel)?),
+            },
         }
     }
     Ok(out.join("\n") + "\n")
 }
 
-pub(super) fn generate_cmd(nn: &str, out: &Path) -> Result<(), String> {
-    let text = generate(&step(nn)?)?;
+pub(super) fn generate_cmd(nn: &str, out: &Path, name: Option<&str>) -> Result<(), String> {
+    let text = generate(&step(nn)?, name)?;
     std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))
 }
 
@@ -168,4 +179,30 @@ pub(super) fn holes_cmd(nn: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exercise says whose variant it is and its values; the holes those values fill
+    /// say "your variant's", with or without a name, so every student's code is the same.
+    #[test]
+    fn the_exercise_says_its_variant() {
+        let step = step("05").unwrap();
+        let ada = generate(&step, Some("ada")).unwrap();
+        let everyone = generate(&step, None).unwrap();
+        let header = Variant::of("ada", "05").unwrap().header();
+        assert!(header.iter().all(|l| ada.contains(l.as_str())), "{ada}");
+        assert!(!everyone.contains("YOUR VARIANT"));
+        for text in [&ada, &everyone] {
+            assert!(text.contains("min_rnr_timer: todo!(\"the RNR timer code the peer waits before retrying a SEND that found no receive: your variant's"));
+            assert!(!text.contains("rc_pingpong: 0.64 ms"), "the reference's hint is gone");
+        }
+        let code = |t: &str| t.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+        assert_eq!(code(&ada), code(&everyone), "a variant is a comment of the exercise");
+        // A step without a variant: no header, the stage's hints.
+        let none = generate(&super::super::step("07").unwrap(), Some("ada")).unwrap();
+        assert!(!none.contains("YOUR VARIANT"));
+    }
 }

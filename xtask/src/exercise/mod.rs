@@ -4,16 +4,20 @@
 //!
 //! ```text
 //! cargo xtask exercise …   (lab/exercise and lab/check run the built binary, target/debug/xtask)
-//! exercise generate NN OUT           write step NN's exercise (its stage, holes as todo!())
+//! exercise generate [--as NAME] NN OUT
+//!                                    write step NN's exercise (its stage, holes as todo!()),
+//!                                    with NAME's variant in its header
+//! exercise variant --as NAME NN      print NAME's variant of step NN (see `variant`)
 //! exercise holes NN                  list step NN's holes: name, line, hint
 //! exercise path NN                   print step NN's binary and stage file
 //! exercise crate BIN STAGE_FILE STUDENT
 //!                                    make (or bring up to date) the crate that builds BIN
 //!                                    with STUDENT in place of STAGE_FILE; print its directory
 //!                                    and the name of its BIN (exercise-BIN)
-//! exercise grade [--results FILE] NN BIN SOURCE ...
+//! exercise grade [--results FILE] [--as NAME] NN BIN SOURCE ...
 //!                                    run BIN (step NN built from SOURCE) on the device in its
-//!                                    real roles, next to the reference, and compare; with
+//!                                    real roles, next to the reference, and compare (with
+//!                                    NAME's variant applied to the reference's trace); with
 //!                                    --results, append each verdict to FILE
 //! exercise verdict --results FILE --start
 //!                                    make FILE an empty results file
@@ -47,9 +51,14 @@
 //! and reports the first line that differs in the terms of the trace: which verb, which
 //! attribute or mask bit, expected and got, and which section of the book to reread.
 //!
-//! One file a part: `holes` (the student's copy of a stage), `student_crate` (the crate it
-//! is built in), `run` (running a step on the device), `compare` (grading against the
-//! reference) and `report` (the verdicts for graders); this file names the steps.
+//! **Variants** (`variant`): for steps 03–06, each student's exercise asks for values of its
+//! own where the verbs allow any, said in the exercise's header; grading expects the
+//! reference's trace with those values in their fields. A copy of the stage fails.
+//!
+//! One file a part: `holes` (the student's copy of a stage), `variant` (each student's
+//! values), `student_crate` (the crate it is built in), `run` (running a step on the
+//! device), `compare` (grading against the reference) and `report` (the verdicts for
+//! graders); this file names the steps.
 
 use testkit as common;
 
@@ -58,6 +67,7 @@ mod holes;
 mod report;
 mod run;
 mod student_crate;
+mod variant;
 
 use compare::grade_cmd;
 pub(crate) use compare::{grade, ReferenceRuns};
@@ -68,6 +78,7 @@ use report::{junit_cmd, verdict_cmd};
 pub(crate) use run::DEADLINE;
 pub(crate) use student_crate::{class_crate, class_workspace};
 use student_crate::{exercise_bin, exercise_crate};
+pub(crate) use variant::Variant;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -146,10 +157,37 @@ pub(crate) fn root() -> Result<PathBuf, String> {
     common::find_root()
 }
 
+/// `args` without its `--as NAME`, and NAME (whose variant: see `variant`).
+fn student_arg(args: &[String]) -> Result<(Vec<String>, Option<String>), String> {
+    let Some(at) = args.iter().position(|a| a == "--as") else { return Ok((args.to_vec(), None)) };
+    let name = args.get(at + 1).filter(|n| !n.is_empty()).ok_or("--as needs a name")?.clone();
+    let rest = args[..at].iter().chain(&args[at + 2..]).cloned().collect();
+    Ok((rest, Some(name)))
+}
+
+/// `exercise variant --as NAME NN`: NAME's values for step NN, as the exercise's header
+/// says them.
+fn variant_cmd(nn: &str, name: &str) -> Result<(), String> {
+    let step = step(nn)?;
+    match Variant::of(name, &step.nn) {
+        Some(v) => v.header().iter().for_each(|l| println!("{}", l.strip_prefix("// ").unwrap_or(l))),
+        None => println!("step {} has no variant: rc_pingpong's values are everyone's answer", step.nn),
+    }
+    Ok(())
+}
+
 /// `exercise ARGS…`.
 pub fn main(args: &[String]) -> ExitCode {
+    let (args, name) = match student_arg(args) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("exercise: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let result = match args.first().map(String::as_str) {
-        Some("generate") if args.len() == 3 => generate_cmd(&args[1], Path::new(&args[2])),
+        Some("generate") if args.len() == 3 => generate_cmd(&args[1], Path::new(&args[2]), name.as_deref()),
+        Some("variant") if args.len() == 2 && name.is_some() => variant_cmd(&args[1], name.as_deref().unwrap_or_default()),
         Some("holes") if args.len() == 2 => holes_cmd(&args[1]),
         Some("path") if args.len() == 2 => step(&args[1]).map(|s| println!("{} src/stages/{}.rs", s.bin, s.stage)),
         Some("crate") if args.len() == 4 => {
@@ -161,15 +199,15 @@ pub fn main(args: &[String]) -> ExitCode {
             .map(|dir| println!("{} {}", dir.display(), exercise_bin(&args[1])))
         }
         Some("grade") if args.len() >= 6 && args[1] == "--results" && (args.len() - 3) % 3 == 0 => {
-            return grade_cmd(&args[3..], Some(Path::new(&args[2])));
+            return grade_cmd(&args[3..], Some(Path::new(&args[2])), name.as_deref());
         }
         Some("grade") if args.len() >= 4 && (args.len() - 1) % 3 == 0 => {
-            return grade_cmd(&args[1..], None);
+            return grade_cmd(&args[1..], None, name.as_deref());
         }
         Some("verdict") if args.len() >= 4 && args[1] == "--results" => verdict_cmd(Path::new(&args[2]), &args[3..]),
         Some("junit") if args.len() == 3 => junit_cmd(Path::new(&args[1]), Path::new(&args[2])),
-        _ => Err("usage: exercise generate NN OUT | exercise holes NN | exercise path NN | \
-                  exercise crate BIN STAGE_FILE STUDENT | exercise grade [--results FILE] NN BIN SOURCE [NN BIN SOURCE ...] | \
+        _ => Err("usage: exercise generate [--as NAME] NN OUT | exercise variant --as NAME NN | exercise holes NN | exercise path NN | \
+                  exercise crate BIN STAGE_FILE STUDENT | exercise grade [--results FILE] [--as NAME] NN BIN SOURCE [NN BIN SOURCE ...] | \
                   exercise verdict --results FILE (--start | NN MESSAGE) | exercise junit OUT RESULTS"
             .into()),
     };

@@ -347,8 +347,8 @@ fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> 
     std::fs::create_dir_all(&results).map_err(io(&results))?;
     // The reference's runs of each step, and how long a student's program may run.
     let mut references: Vec<(ReferenceRuns, u64)> = Vec::new();
-    // The verdict of each file run, by key, and whose it was: a file handed in by several
-    // students is one program (built once), run once.
+    // The verdict of each file run, by key and variant, and whose it was: a file handed in
+    // by several students is one program (built once), run once per variant.
     let mut graded: HashMap<String, (Result<String, String>, String)> = HashMap::new();
     for (i, name) in pending.iter().enumerate() {
         let uid = sandbox::FIRST_RUN_UID + i as u32;
@@ -361,6 +361,10 @@ fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> 
             let key = file_key(sha.as_deref().unwrap_or_default(), &step.bin);
             let compiled = if sha.is_some() { build::built(class, &key)? } else { None };
             let t = Instant::now();
+            // A file is run once per variant: the same file handed in by two students
+            // whose variants differ is a pass for one at most.
+            let variant = exercise::Variant::of(name, step.nn()).map_or(String::new(), |v| v.id());
+            let run_key = format!("{key} {variant}");
             let mut same_as = None;
             let verdict = if let Some(e) = &handin_error {
                 Err(format!("the hand-in could not be taken: {e}"))
@@ -377,7 +381,7 @@ fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> 
                     step.bin,
                     build_errors(messages, &class.join("build"), &student_file(class, step), &step.bin)
                 ))
-            } else if let Some((verdict, first)) = graded.get(&key) {
+            } else if let Some((verdict, first)) = graded.get(&run_key) {
                 same_as = Some(first.clone());
                 verdict.clone()
             } else {
@@ -404,6 +408,7 @@ fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> 
                     &mut references[at].0,
                     &wrapper.to_string_lossy(),
                     &format!("exercises/{}.rs", step.bin),
+                    Some(name),
                 );
                 sandbox::kill_all(uid);
                 if let Err(report) = &verdict {
@@ -412,7 +417,7 @@ fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> 
                         return Ok(ExitCode::from(INFRASTRUCTURE));
                     }
                 }
-                graded.insert(key.clone(), (verdict.clone(), name.clone()));
+                graded.insert(run_key, (verdict.clone(), name.clone()));
                 verdict
             };
             let seconds = t.elapsed().as_secs_f64();

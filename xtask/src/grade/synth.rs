@@ -8,11 +8,16 @@
 //! or `fail`, a phrase the report must hold, and a phrase of the file's flag (see `vet`),
 //! empty when it must have none.
 //!
+//! Each hand-in is made from the reference's stage with its student's variant (see
+//! `exercise/variant.rs`) in its holes, as that student's answer; the kinds that copy the
+//! stage (`copy`, `stage-copy`) copy the reference's own, rc_pingpong's values and all, and
+//! fail their variant.
+//!
 //! No two hand-ins are the same file, as in a real class: each carries its student's name
 //! in a comment, at the top or at the end. The grader builds and runs a file handed in
 //! twice once; a class of copies would measure that, not the grader. Nor are two the same
-//! token for token, but for the `copy` kind's: in a class with more hand-ins than kinds, a
-//! kind's second and later hand-ins carry their student's name in a constant too.
+//! token for token, but for the copies of the stage: in a class with more hand-ins than
+//! kinds, a kind's second and later hand-ins carry their student's name in a constant too.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -20,7 +25,7 @@ use std::path::Path;
 use super::handin::{sha256, Manifest};
 use super::vet::flags;
 use super::{key_values, students};
-use crate::exercise::exercise_text;
+use crate::exercise::{exercise_text, Variant};
 
 /// The step every synthetic hand-in is.
 pub(crate) const STEP: &str = "05";
@@ -33,6 +38,20 @@ struct Kind {
     make: fn(&str, &Path) -> Result<String, String>,
     verdict: &'static str,
     flag: &'static str,
+}
+
+/// The reference's own stage of step 05, rc_pingpong's values and all: what a copy copies.
+fn the_stage(project: &Path) -> Result<String, String> {
+    let path = project.join("src/stages/modify_qp_rtr.rs");
+    std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `stage` with `name`'s variant of step `nn` in its holes: that student's answer.
+fn answer(stage: String, name: &str, nn: &str) -> Result<String, String> {
+    match Variant::of(name, nn) {
+        Some(v) => v.complete(&stage),
+        None => Ok(stage),
+    }
 }
 
 fn replace(text: &str, from: &str, to: &str) -> Result<String, String> {
@@ -57,7 +76,7 @@ fn first_in_modify(text: &str, code: &str) -> Result<String, String> {
     replace(text, head, &format!("{head}    {code}\n"))
 }
 
-const KINDS: [Kind; 21] = [
+const KINDS: [Kind; 22] = [
     // Correct, and the student's own: two attributes in another order.
     Kind {
         name: "complete",
@@ -137,12 +156,12 @@ const KINDS: [Kind; 21] = [
     // Holes left, with an all-pass self-check and JUnit file of its own making beside
     // them (FORGED): the grader reads neither.
     Kind { name: "forged", make: |_, _| exercise_text(STEP), verdict: "a hole is still empty", flag: "" },
-    // The reference with its comments changed: it passes, as the reference does, and is
-    // flagged as its copy.
+    // The reference with its comments changed: it fails its variant (rc_pingpong's values
+    // where the student's are asked for), and is flagged as the reference's copy.
     Kind {
         name: "copy",
-        make: |t, _| Ok(t.replace("// ", "// (mine) ")),
-        verdict: "pass",
+        make: |_, project| Ok(the_stage(project)?.replace("// ", "// (mine) ")),
+        verdict: "(your variant's value)",
         flag: "token for token the reference's src/stages/modify_qp_rtr.rs",
     },
     // The answer read at compile time from another step's crate beside the student's in
@@ -243,6 +262,14 @@ const KINDS: [Kind; 21] = [
         verdict: "the build was stopped",
         flag: "",
     },
+    // The stage as the student's checkout holds it, one comment changed: rc_pingpong's
+    // values fail the variant, and the file is flagged as the reference's.
+    Kind {
+        name: "stage-copy",
+        make: |_, project| replace(&the_stage(project)?, "//! Stage 05:", "//! Stage 05 (my answer):"),
+        verdict: "(your variant's value)",
+        flag: "token for token the reference's src/stages/modify_qp_rtr.rs",
+    },
 ];
 
 /// What the `forged` hand-in adds: the verdicts and JUnit file of a `lab/check` that
@@ -266,10 +293,10 @@ pub(crate) fn synth_cmd(out: &Path, n: usize, every_step: bool) -> Result<(), St
     for i in 0..n {
         let kind = &KINDS[i % KINDS.len()];
         let name = format!("s{:02}-{}", i + 1, kind.name);
-        let made = (kind.make)(&reference, &project)?;
+        let made = (kind.make)(&answer(reference.clone(), &name, STEP)?, &project)?;
         let mark = format!("// {name}'s hand-in for step {STEP}.\n");
         let mut text = if i % 2 == 0 { mark + &made } else { made + "\n" + &mark };
-        if i >= KINDS.len() && kind.name != "copy" {
+        if i >= KINDS.len() && !kind.name.ends_with("copy") {
             let _ = writeln!(text, "\nconst _: &str = \"{name}\";");
         }
         let dir = out.join(&name);
@@ -315,6 +342,7 @@ fn other_steps(dir: &Path, i: usize, name: &str, intended: &mut String) -> Resul
     for (j, step) in testkit::load_steps()?.iter().enumerate().filter(|(_, s)| s.nn() != STEP) {
         let stage = std::fs::read_to_string(project.join(format!("src/stages/{}.rs", step.stage())))
             .map_err(|e| format!("{}: {e}", step.stage()))?;
+        let stage = answer(stage, name, step.nn())?;
         let own = format!("\nconst _: &str = \"{name}\";\n");
         let head = format!("pub fn {}(", step.stage());
         // The loop goes where the stage's own function starts: the steps whose stage has no
@@ -449,7 +477,9 @@ mod tests {
         let err = verify_cmd(&class, &wrong).unwrap_err();
         let count = 2 * KINDS.len();
         assert!(
-            err.starts_with(&format!("2 of {count}")) && err.contains("s12-copy: intended no flag, got exercises/"),
+            err.starts_with(&format!("4 of {count}"))
+                && err.contains("s12-copy: intended no flag, got exercises/")
+                && err.contains("s22-stage-copy: intended no flag, got exercises/"),
             "{err}"
         );
         let flagged = intended_text.replacen("\tpass\t\t\n", "\tpass\t\tthe same as\n", 1);
