@@ -1,32 +1,38 @@
-//! `cargo xtask …`: the subcommands of the library's crate doc, dispatched.
+//! `cargo xtask …`: the subcommands of the library's crate doc, dispatched (`cli.rs` names
+//! them; each parses the rest of its command line itself).
+
+mod cli;
 
 use std::process::ExitCode;
 
+use clap::Parser;
+use cli::{Cli, Command, BENCH_USAGE};
 use xtask::{bench, book, exercise, grade, new_step};
 
-const USAGE: &str =
-    "usage: cargo xtask bench table|sweep-table|sweep-plot RAW | cargo xtask book [--check] | cargo xtask exercise … | \
-     cargo xtask grade … | cargo xtask run NN [--peer ours|c|rping] [--wrap CMD] … [-- FLAGS…] | \
-     cargo xtask new-step NN_name alone|pair|cm [--base NN] | cargo xtask new-step --remove NN_name";
-
 fn main() -> ExitCode {
-    let owned: Vec<String> = std::env::args().skip(1).collect();
-    match owned.first().map(String::as_str) {
-        Some("exercise") => return exercise::main(&owned[1..]),
-        Some("book") => return book::main(&owned[1..]),
-        Some("grade") => return grade::main(&owned[1..]),
-        Some("run") => return testkit::runner::cli::main(&owned[1..]),
-        Some("new-step") => return new_step::main(&owned[1..]),
-        _ => {}
+    let Some(command) = Cli::parse().command else {
+        // Bare `cargo xtask`: the list of subcommands, as bare `cargo` prints its own.
+        return match <Cli as clap::CommandFactory>::command().print_help() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE, // stdout closed: nothing to tell
+        };
+    };
+    let (_, args) = command.split();
+    match &command {
+        Command::Bench(_) => bench_main(args),
+        Command::Book(_) => book::main(args),
+        Command::Exercise(_) => exercise::main(args),
+        Command::Grade(_) => grade::main(args),
+        Command::Run(_) => testkit::runner::cli::main(args),
+        Command::NewStep(_) => new_step::main(args),
     }
-    let args: Vec<&str> = owned.iter().map(String::as_str).collect();
-    let result = match args[..] {
-        ["bench", what, raw] => bench::run(what, raw),
-        ["-h" | "--help"] | ["help"] => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        _ => Err(format!("unknown arguments {args:?}\n{USAGE}")),
+}
+
+/// `bench WHAT RAW`: the text on stdout.
+fn bench_main(args: &[String]) -> ExitCode {
+    let result = match args {
+        [what, raw] => bench::run(what, raw),
+        _ => Err(format!("usage: {BENCH_USAGE}")),
     };
     match result {
         Ok(text) => {
@@ -34,7 +40,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("xtask: {e}");
+            eprintln!("xtask bench: {e}");
             ExitCode::from(2)
         }
     }

@@ -1,0 +1,83 @@
+//! `cargo xtask`'s front door (src/cli.rs) against the subcommands behind it: the usage each
+//! `SUB --help` shows is the one SUB itself prints when its arguments are wrong, line for
+//! line, so the two cannot drift apart.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn project() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// (exit code, stdout, stderr) of `xtask ARGS…`, run in the project.
+fn xtask(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).current_dir(project()).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// The forms of a `usage: A | B | …` line, each as a whole command (`cargo xtask SUB …`).
+fn forms(sub: &str, said: &str) -> Vec<String> {
+    let line = said.lines().find_map(|l| l.split_once("usage: ").map(|(_, u)| u)).unwrap_or_else(|| {
+        panic!("`{sub}` printed no usage line:\n{said}");
+    });
+    let whole = |f: &str| if f.starts_with("cargo xtask ") { f.to_string() } else { format!("cargo xtask {f}") };
+    // Split at ` | ` outside parentheses (`verdict --results FILE (--start | NN MESSAGE)`).
+    let mut forms: Vec<String> = Vec::new();
+    for piece in line.split(" | ") {
+        match forms.last_mut() {
+            Some(open) if open.matches('(').count() > open.matches(')').count() => *open += &format!(" | {piece}"),
+            _ => forms.push(piece.to_string()),
+        }
+    }
+    forms.iter().map(|f| whole(f.trim())).collect()
+}
+
+#[test]
+fn every_subcommands_help_shows_the_usage_it_prints_itself() {
+    // The arguments that make each subcommand print its usage, as it did before the front door.
+    let wrong: [(&str, &[&str]); 6] = [
+        ("bench", &[]),
+        ("book", &["--no-such-flag"]),
+        ("exercise", &[]),
+        ("grade", &[]),
+        ("new-step", &[]),
+        ("run", &["--help"]),
+    ];
+    for (sub, args) in wrong {
+        let (code, out, err) = xtask(&[&[sub][..], args].concat());
+        let said = if sub == "run" {
+            (assert_eq!(code, 0, "run --help"), out).1
+        } else {
+            (assert_eq!(code, 2, "{sub}"), err).1
+        };
+        let (code, help, _) = xtask(&["help", sub]);
+        assert_eq!(code, 0, "help {sub}");
+        for form in forms(sub, &said) {
+            assert!(help.contains(&form), "`cargo xtask {sub} --help` lacks `{form}`:\n{help}");
+        }
+    }
+}
+
+#[test]
+fn bare_prints_the_list_and_an_unknown_subcommand_is_exit_2() {
+    let (code, out, err) = xtask(&[]);
+    assert_eq!((code, err.as_str()), (0, ""), "bare `cargo xtask`");
+    for sub in ["bench", "book", "exercise", "grade", "run", "new-step"] {
+        assert!(out.lines().any(|l| l.trim_start().starts_with(&format!("{sub} "))), "no `{sub}` in:\n{out}");
+    }
+    let (code, out, err) = xtask(&["no-such-command"]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(err.contains("unrecognized subcommand 'no-such-command'"), "{err}");
+}
+
+#[test]
+fn help_and_dash_h_after_a_subcommand_exit_0_with_its_usage() {
+    for sub in ["bench", "book", "exercise", "grade", "run", "new-step"] {
+        for flag in ["--help", "-h"] {
+            let (code, out, _) = xtask(&[sub, flag]);
+            assert_eq!(code, 0, "{sub} {flag}");
+            assert!(out.contains(&format!("cargo xtask {sub} ")), "{sub} {flag}:\n{out}");
+        }
+    }
+}
