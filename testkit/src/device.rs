@@ -226,6 +226,8 @@ impl Device {
             "max_mr_size" => format!("0x{:016x}", self.number("max_mr_size")),
             "lid" => format!("0x{:04x}", self.number("port_lid")),
             "max_mtu" | "active_mtu" => mtu(name),
+            // The buffers of 11's `--break size-above-mtu`: twice the active MTU, and the GRH.
+            "size_above_mtu" => (2 * self.number("active_mtu") + 40).to_string(),
             "ib_port" => self.port.to_string(),
             "gid_index" => self.gid_index.to_string(),
             "gid" => self.gid().to_string(),

@@ -163,6 +163,10 @@ pub const DEVICE_VALUES: &[(&str, &str, &str)] = &[
     (r"\blink_layer=", "link_layer", "LINK_LAYER"),
     (r"\bmax_mtu=", "max_mtu", "MAX_MTU"),
     (r"\bactive_mtu=", "active_mtu", "ACTIVE_MTU"),
+    // 11's `--break size-above-mtu` sends twice the active MTU, into buffers with room for
+    // the GRH's 40 bytes: that length, and only that one, is named for what it is (a
+    // length that is not twice the MTU keeps its number and fails the snapshot).
+    (r"\blength=", "size_above_mtu", "2*ACTIVE_MTU+40"),
     (r"\bgid_tbl_len=", "gid_tbl_len", "GID_TBL_LEN"),
     (r"\bentries=", "gid_entries", "GID_ENTRIES"),
     (r"\b(?:index|sgid_index)=", "gid_index", "GID_INDEX"),
@@ -503,6 +507,26 @@ mod tests {
             host("4096000 bytes in 0.12 seconds = 273.07 Mbit/sec; 7 retransmit timeouts"),
             "4096000 bytes in [TIME] seconds = [RATE] Mbit/sec; [COUNT] retransmit timeouts"
         );
+    }
+
+    #[test]
+    fn size_above_mtu_s_length_is_named_on_any_mtu_and_only_when_it_is_twice_the_mtu_and_the_grh() {
+        // The lab's rxe0 (active MTU 1024), and the same device with an active MTU of 4096.
+        let lab = include_str!("../../book/src/output/device.txt");
+        let trace = |len: u32| {
+            format!("ibv_reg_mr                   length={len} access=IBV_ACCESS_LOCAL_WRITE\nibv_post_recv                count=500 wr_id=1 sge.length={len}\n")
+        };
+        let named = trace(0).replace("=0", "=[2*ACTIVE_MTU+40]");
+        for (mtu, bytes) in [("1024 (3)", 1024), ("4096 (5)", 4096)] {
+            let dev = Device::parse(&lab.replace("active_mtu:\t\t1024 (3)", &format!("active_mtu:\t\t{mtu}")));
+            assert_eq!(dev.fact("active_mtu"), format!("IBV_MTU_{bytes}"));
+            let redacted = |len| redact(&trace(len), None, &Picks::alone(""), &dev);
+            assert_eq!(redacted(2 * bytes + 40), named, "MTU {bytes}");
+            // Any other length is shown as it is: the MTU itself, the size the step checks.
+            for len in [bytes + 40, 2 * bytes, 4 * bytes + 40] {
+                assert_eq!(redacted(len), trace(len), "MTU {bytes}, length {len}");
+            }
+        }
     }
 
     #[test]
