@@ -13,11 +13,11 @@
 //! let Cli { args, brk, .. } = Cli::<Args>::parse(ABOUT, "05_modify_qp_rtr", CASES);
 //! ```
 //!
-//! The command is the group's flags, then flags of the step's own (`X`: only 09 has one,
-//! `--bw`), then `--break`, hidden on a step without cases so that every step has the same
-//! shape. It is built at run time rather than derived per step because `--break`'s values
-//! are the step's own `CASES`: one builder serves every step, where a derived struct was
-//! the same twelve lines in each.
+//! The command is the group's flags, then flags of the step's own (`X`, such as 09's
+//! `--bw`; most steps have none), then `--break`, hidden on a step without cases so that
+//! every step has the same shape. It is built at run time rather than derived per step
+//! because `--break`'s values are the step's own `CASES`: one builder serves every step,
+//! where a derived struct was the same twelve lines in each.
 
 use clap::parser::ValueSource;
 use clap::{Arg, Args, Command, FromArgMatches};
@@ -30,7 +30,7 @@ use crate::trace;
 pub struct Cli<A: 'static, X = NoFlags> {
     /// The flag group (`OpenArgs` … `PingpongArgs`).
     pub args: A,
-    /// Flags of this step alone ([`NoFlags`] for all but 09).
+    /// Flags of this step alone ([`NoFlags`] for a step that has none).
     pub own: X,
     /// `--break`: a case to run, or `help`.
     pub brk: Option<Choice<A>>,

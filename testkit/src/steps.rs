@@ -10,7 +10,7 @@ use crate::find_root;
 pub struct Step {
     /// `NN_name`: the `[[bin]]`, `steps/NN_name.rs` and `book/src/NN_name.md`.
     pub bin: String,
-    /// Runs as a server and a client (05–10), not as one process.
+    /// Runs as a server and a client (roles `pair` or `cm`), not as one process.
     pub pair: bool,
     /// Connects with rdma_cm and takes rping's flags (10, roles `cm`), not the TCP exchange
     /// and rc_pingpong's.
@@ -29,8 +29,8 @@ pub struct Step {
 pub enum Roles {
     /// One process (01–04).
     Alone,
-    /// A server and a client that exchange addresses over TCP, with rc_pingpong's flags
-    /// (05–09): the client gets the host, `127.0.0.1`.
+    /// A server and a client that exchange addresses over TCP, with the flags of rc_pingpong
+    /// or of rdma-core's other ping-pongs: the client gets the host, `127.0.0.1`.
     Pair,
     /// A server and a client that connect with rdma_cm, with rping's flags (10): `-s`/`-c`
     /// and the device's IPv4 address as `-a`.

@@ -746,7 +746,7 @@ fn book_files(dir: &str, prefix: &str) -> Vec<String> {
 }
 
 /// The ladder diagrams of the wire (`book/src/diagrams/ladder-*.svg`; `cargo xtask book`
-/// draws those of steps 07–10 from the two-host captures): every one is shown.
+/// draws them from the two-host captures): every one is shown.
 #[test]
 fn ladder_diagrams_are_shown() {
     let chapters: String = markdown_files().iter().map(|p| read(p)).collect();
