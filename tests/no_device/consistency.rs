@@ -259,8 +259,14 @@ fn the_leaves_import_nothing_of_the_crate() {
 /// - a range of steps from 01 that reaches 10 or more must end at the last step (01–04 or
 ///   01–09 are real subsets; from 01 past 09 has only ever meant "every step"). Dates,
 ///   addresses and versions (a digit, `.`, `-`, `:` or `/` next to the range) are not ranges.
+/// - so must a range from a later step (02 to 09) that reaches 10 or more: "every step run
+///   as a server and a client" written as a range from 05 stopped at 10 in the code's docs
+///   when 11 and 12 came (issue 46), and a range of the ladder diagrams' steps went stale as
+///   well. Everywhere but the instructor's guide, which reports what was measured when (a
+///   run of the pair test over the steps it had then).
 ///
-/// Better still is no count at all: "every step", "the steps".
+/// Better still is no count at all: "every step", "the steps", "the steps run as a pair",
+/// or the steps named one by one.
 #[test]
 fn prose_counts_the_steps_as_the_list_does() {
     let numbers: Vec<&str> =
@@ -309,7 +315,12 @@ fn prose_counts_the_steps_as_the_list_does() {
             }
         }
 
-        for (i, _) in text.match_indices("01") {
+        let measured = file.starts_with("book/instructor/");
+        for (i, _) in text.match_indices('0') {
+            let first = text[i + 1..].chars().next().filter(|c| ('1'..='9').contains(c));
+            if first.is_none() || (first != Some('1') && measured) {
+                continue;
+            }
             if text[..i].chars().next_back().is_some_and(|c| c.is_alphanumeric() || ".-–/:".contains(c)) {
                 continue;
             }
@@ -329,8 +340,11 @@ fn prose_counts_the_steps_as_the_list_does() {
             }
             let end: usize = end.parse().unwrap();
             if end >= 10 && end != last {
-                problems
-                    .push(format!("{file}:{}: a range of steps from 01 to {end}, but the last is {last:02}", at(i)));
+                let from = &text[i..i + 2];
+                problems.push(format!(
+                    "{file}:{}: a range of steps from {from} to {end}, but the last is {last:02}",
+                    at(i)
+                ));
             }
         }
     }
