@@ -65,21 +65,21 @@ no_timer_check tsc=reliable pci=noacpi"
 now() { date +%s%3N; }
 lab_log() { [ "${verbose:-0}" = 1 ] && echo "lab: $*" >&2; return 0; }
 
-# The steps, in order, from steps/list.txt (the project's one list of them: its header says
-# what the columns mean). Fills LAB_STEPS with every step's bin name, LAB_STEPS_ALONE with
-# those that run as one process (01–04), LAB_STEPS_PAIR with those that run as a server
-# and a client with rc_pingpong's flags (05–09, 11, 12), and LAB_STEPS_CM with those that
-# connect with rdma_cm and take rping's (10). Arrays rather than lines to read back: set -e
-# does not see a failure inside `for step in $(…)` or `< <(…)`, and a list that could not be
-# read must not pass for an empty one. The third column, the step a step is built on, is
-# for the book's diffs (`cargo xtask book`, through testkit); here it only has to name a
-# step listed before.
+# The steps, in order, from steps/list.txt's first two columns (its header says what they
+# mean). Fills LAB_STEPS with every step's bin name, LAB_STEPS_ALONE with those that run
+# as one process, LAB_STEPS_PAIR with those that run as a server and a client with
+# rc_pingpong's flags, and LAB_STEPS_CM with those that connect with rdma_cm and take
+# rping's. Arrays rather than lines to read back: set -e does not see a failure inside
+# `for step in $(…)` or `< <(…)`, and a list that could not be read must not pass for an
+# empty one. The facts after the roles are testkit's to read (load_steps, which validates
+# the whole list; `cargo xtask steps` prints them for a script); tests/no_device checks
+# that this reading is its.
 lab_steps() {
-    local list bin roles base rest
+    local list bin roles _
     list=$(dirname "${BASH_SOURCE[0]}")/../steps/list.txt
     if ! [ -r "$list" ]; then echo "lab: cannot read $list, the list of steps" >&2; return 1; fi
     LAB_STEPS=() LAB_STEPS_ALONE=() LAB_STEPS_PAIR=() LAB_STEPS_CM=()
-    while read -r bin roles base rest || [ -n "$bin" ]; do
+    while read -r bin roles _ || [ -n "$bin" ]; do
         case $bin in '' | '#'*) continue ;; esac
         case $roles in
             alone) LAB_STEPS_ALONE+=("$bin") ;;
@@ -87,11 +87,6 @@ lab_steps() {
             cm) LAB_STEPS_CM+=("$bin") ;;
             *) echo "lab: $list: step $bin: roles '$roles', not alone, pair or cm" >&2; return 1 ;;
         esac
-        if [ -n "$rest" ]; then echo "lab: $list: step $bin: more than three columns" >&2; return 1; fi
-        if [ -n "$base" ] && [[ " ${LAB_STEPS[*]} " != *" $base "* ]]; then
-            echo "lab: $list: step $bin: base '$base' is not a step listed before it" >&2
-            return 1
-        fi
         LAB_STEPS+=("$bin")
     done <"$list"
     if [ ${#LAB_STEPS[@]} = 0 ]; then echo "lab: $list lists no step" >&2; return 1; fi

@@ -35,7 +35,7 @@ pub use redact::{redact, redact_packet, redact_sections, rules, Kind, Pass, Pick
 pub use run::{args, assert_ok, run, spawn, spawn_as, stdout, wait, TIMEOUT};
 #[cfg(feature = "redact")]
 pub use snapshot::{snapshots, with_filters, IWARP_SNAPSHOTS, IWARP_SNAPSHOTS_LINUX_6_12};
-pub use steps::{load_steps, step, steps, Roles, Step};
+pub use steps::{load_steps, parse_steps, step, steps, Roles, Step};
 pub use xml::check_xml;
 
 /// The project's directory, found at run time: the current directory or the nearest one

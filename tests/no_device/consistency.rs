@@ -135,6 +135,21 @@ fn the_step_list_is_the_bins_the_step_files_and_the_chapters() {
 /// one per step with `--break` cases (a module of `src/breakit/`), and lists it in the
 /// `--break help` test. A step names its cases (`const CASES`) from that module, or has none
 /// (`&[]`) and is then in the test of steps without cases.
+/// The lab scripts read the list's first two columns with `lab_steps` (lab/common.sh):
+/// the same steps, with the same roles, as testkit's parser.
+#[test]
+fn the_lab_scripts_read_the_list_as_testkit_does() {
+    let script = ". lab/common.sh && lab_steps && \
+                  for s in \"${LAB_STEPS[@]}\"; do r=alone; \
+                  [[ \" ${LAB_STEPS_PAIR[*]} \" == *\" $s \"* ]] && r=pair; \
+                  [[ \" ${LAB_STEPS_CM[*]} \" == *\" $s \"* ]] && r=cm; echo \"$s $r\"; done";
+    let out = std::process::Command::new("bash").args(["-c", script]).current_dir(root()).output().unwrap();
+    assert!(out.status.success(), "lab_steps: {}", String::from_utf8_lossy(&out.stderr));
+    let bash = String::from_utf8(out.stdout).unwrap();
+    let rust: String = steps().iter().map(|s| format!("{} {}\n", s.bin, s.roles.word())).collect();
+    assert_eq!(bash, rust, "lab_steps (lab/common.sh) reads steps/list.txt otherwise than testkit's load_steps");
+}
+
 #[test]
 fn every_step_has_its_snapshot_and_break_it_tests() {
     fn body<'a>(text: &'a str, name: &str) -> Option<&'a str> {

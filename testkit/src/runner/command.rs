@@ -13,10 +13,9 @@ pub enum Player {
     /// Our program: the step's binary, or another build of it (a student's, the grader's
     /// reference), at this path.
     Ours(String),
-    /// The C tool the step dissects (`pair` steps): rdma-core's `ibv_rc_pingpong`
-    /// (`ibv_ud_pingpong` for 11, `ibv_srq_pingpong` for 12), or perftest's `ib_write_bw`
-    /// for 09 (its address message is ours, so this is only ever
-    /// its own peer, as in lab/bench).
+    /// The C tool the step dissects (`pair` steps), the list's `c=`: rdma-core's
+    /// `ibv_rc_pingpong`, `ibv_ud_pingpong`, …, or perftest's `ib_write_bw` (`no-c-peer`:
+    /// only ever its own peer, as in lab/bench).
     C,
     /// Debian's rping (`cm` steps), rdma-core's `librdmacm/examples/rping.c`.
     Rping,
@@ -37,23 +36,22 @@ impl Player {
     pub fn program(&self, step: &Step) -> Result<String, String> {
         match (self, step.roles) {
             (Player::Ours(program), _) => Ok(program.clone()),
-            (Player::C, Roles::Pair) if step.bin == "09_rdma_write" => Ok("ib_write_bw".into()),
-            (Player::C, Roles::Pair) if step.bin == "11_ud_pingpong" => Ok("ibv_ud_pingpong".into()),
-            (Player::C, Roles::Pair) if step.bin == "12_srq_pingpong" => Ok("ibv_srq_pingpong".into()),
-            (Player::C, Roles::Pair) => Ok("ibv_rc_pingpong".into()),
+            (Player::C, Roles::Pair) => {
+                step.c.clone().ok_or_else(|| format!("{} has no C tool (steps/list.txt names none: c=)", step.bin))
+            }
             (Player::Rping, Roles::Cm) => Ok(crate::cm::RPING.into()),
             (Player::C, _) => Err(format!("{} has no C peer (rping's steps take --peer rping)", step.bin)),
             (Player::Rping, _) => Err(format!("{} does not connect with rdma_cm: rping cannot play it", step.bin)),
         }
     }
 
-    /// A C tool that waits for a ping-pong the step never does: rc_pingpong opposite
-    /// 05–07, which stop before their stage's ping-pong. It has done its part once the
-    /// other side has exited and it has printed the peer's address; the runner then stops
-    /// it, and runs it line-buffered (`stdbuf -oL`) so that what it printed is not lost in
-    /// its stdio buffer.
+    /// A C tool that waits for a ping-pong the step never does (the list's `c-outlasts`:
+    /// rc_pingpong opposite a step that stops before its ping-pong). It has done its part
+    /// once the other side has exited and it has printed the peer's address; the runner
+    /// then stops it, and runs it line-buffered (`stdbuf -oL`) so that what it printed is
+    /// not lost in its stdio buffer.
     pub(super) fn outlasts(&self, step: &Step) -> bool {
-        *self == Player::C && step.roles == Roles::Pair && step.bin.as_str() < "08"
+        *self == Player::C && step.c_outlasts
     }
 }
 

@@ -1,6 +1,6 @@
 //! "What changed since the previous step": `book/src/generated/<bin>.diff` is the unified
 //! diff of `steps/<base>.rs` → `steps/<bin>.rs`, the base being the step it is built on
-//! (the previous one, unless `steps/list.txt`'s third column names another: 09 grows out of
+//! (the previous one, unless `steps/list.txt`'s `base=` names another: 09 grows out of
 //! 06, 10 out of 04), for every step after the first; `book/src/generated/<first bin>.rs` is the first
 //! step's whole file, which has nothing to diff against.
 //!
@@ -92,14 +92,7 @@ mod tests {
         {
             std::fs::write(root.join(format!("steps/{bin}.rs")), text).unwrap();
         }
-        let step = |bin: &str, base: Option<&str>| Step {
-            bin: bin.into(),
-            pair: false,
-            cm: false,
-            base: base.map(Into::into),
-            roles: testkit::Roles::Alone,
-        };
-        let steps = [step("01_a", None), step("02_b", Some("01_a")), step("03_c", Some("01_a"))];
+        let steps = testkit::parse_steps("01_a alone\n02_b alone\n03_c alone base=01_a\n").unwrap();
         let generated = generate(&root, &steps).unwrap();
         assert_eq!(
             generated.files,

@@ -282,9 +282,9 @@ impl ReferenceRuns {
 
     /// Run `n`, made the first time it is asked for.
     fn run(&mut self, n: usize) -> &RunResult {
-        let (extra, side) = runs(&self.step)[n];
+        let (extra, side) = runs(&self.step).swap_remove(n);
         let (step, reference) = (&self.step, &self.reference);
-        self.runs[n].get_or_insert_with(|| run_once(step, reference, reference, extra, side))
+        self.runs[n].get_or_insert_with(|| run_once(step, reference, reference, &extra, side))
     }
 }
 
@@ -305,20 +305,12 @@ pub(crate) fn grade(
     let mut lines = 0;
     // Run by run, the student's program and then the reference: the first difference ends
     // the check, so a step that fails in its first run does not wait through the others.
-    for (n, &(extra, side)) in runs.iter().enumerate() {
-        let t = &run_once(step, program, &refs.reference, extra, side);
+    for (n, (extra, side)) in runs.iter().enumerate() {
+        let t = &run_once(step, program, &refs.reference, extra, *side);
         let r = refs.run(n);
         let run = format!("run {} of {} ({}{})", n + 1, runs.len(), "your step ", t.label);
-        if let Some(why) =
-            why_it_failed(&r.ours, step, "src/stages/").or_else(|| {
-                r.peer.as_ref().and_then(|p| {
-                    if c_peer && step.nn.as_str() < "08" {
-                        None
-                    } else {
-                        why_it_failed(p, step, "")
-                    }
-                })
-            })
+        if let Some(why) = why_it_failed(&r.ours, step, "src/stages/")
+            .or_else(|| r.peer.as_ref().and_then(|p| if step.c_outlasts { None } else { why_it_failed(p, step, "") }))
         {
             return Err(format!(
                 "the REFERENCE failed in {run}: the device or the lab is broken, not your code\n  {why}"
@@ -341,7 +333,7 @@ pub(crate) fn grade(
         if let Some(why) = failed {
             return Err(format!("{run}: same trace as the reference, but {why}"));
         }
-        let peer_checked = !(c_peer && step.nn.as_str() < "08");
+        let peer_checked = !step.c_outlasts;
         if let (Some(rp), Some(tp), true) = (&rp, &tp, peer_checked) {
             let peer = t.peer.as_ref().unwrap();
             if let Some(why) = why_it_failed(peer, step, "") {

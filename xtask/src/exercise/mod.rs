@@ -83,14 +83,14 @@ pub(crate) use variant::Variant;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Who runs opposite the student's program in a pair step (01–04 have no partner).
+/// Who runs opposite the student's program in a pair step (an `alone` step has no partner).
 #[derive(Clone, Copy, PartialEq)]
 enum Partner {
-    /// Debian's C `ibv_rc_pingpong` (05–08).
+    /// The step's C tool (steps/list.txt's `c=`: Debian's `ibv_rc_pingpong`, …).
     C,
-    /// Our reference step (09: its address message is ours, the C tool cannot be its peer).
+    /// Our reference step: the C tool cannot be the step's peer (`no-c-peer`, or none).
     Reference,
-    /// Debian's `rping` (10: rdma_cm and rping's protocol).
+    /// Debian's `rping` (a `cm` step: rdma_cm and rping's protocol).
     Rping,
 }
 
@@ -100,54 +100,38 @@ struct Step {
     nn: String,
     bin: String,
     stage: String,
-    /// Who runs opposite it: none for 01–04.
+    /// Who runs opposite it: none for an `alone` step.
     partner: Option<Partner>,
+    /// Its C peer waits for a ping-pong the step never does (the list's `c-outlasts`): what
+    /// it prints after ours has gone is not checked.
+    c_outlasts: bool,
     /// It connects with rdma_cm and takes rping's flags (10).
     cm: bool,
-    /// The argument sets it runs with (after the device's `-d -i -g`); each pair step runs
-    /// each set twice, the student's program as the server and then as the client.
-    runs: Runs,
+    /// The argument sets it runs with (after the device's `-d -i -g`), the list's `grade=`;
+    /// each pair step runs each set twice, the student's program as the server and then as
+    /// the client.
+    runs: Vec<Vec<String>>,
 }
 
-/// Argument sets: one run (or, for a pair step, one run in each role) per set.
-type Runs = &'static [&'static [&'static str]];
-
-/// The argument sets of a step checked with the defaults alone.
-const DEFAULT_RUNS: Runs = &[&[]];
-
-/// The steps (steps/list.txt, through testkit) are checked with their defaults, a pair step
-/// against the C tool in both roles, except for what this table says: more argument sets,
-/// or another partner.
-const SPECIAL: [(&str, Option<Partner>, Runs); 5] = [
-    ("03_reg_mr", None, &[&[], &["-s", "100"]]),
-    // -e: the completion channel; -s 16: a size that goes inline on rxe0 (max_inline_data 16).
-    ("04_create_qp", None, &[&[], &["-e", "-s", "16"]]),
-    // -r 8 makes the loop refill its receives; -e exercises the completion channel.
-    ("08_poll_cq", None, &[&["-n", "100", "-r", "8"], &["-e", "-n", "100", "-r", "8"]]),
-    // Its address message is ours (78 bytes): the C tool cannot be its peer.
-    ("09_rdma_write", Some(Partner::Reference), DEFAULT_RUNS),
-    // One QP on the SRQ: with more, the loop's last batch may hold up to -q - 1 messages
-    // past -n, as many as the timing gives, so the counts in the trace differ from run to
-    // run. -r 8: the pool is refilled when one receive is left, and the SRQ limit (2) is
-    // reached.
-    ("12_srq_pingpong", None, &[&["-q", "1", "-r", "8", "-n", "100"], &["-e", "-q", "1", "-r", "8", "-n", "100"]]),
-];
-
+/// The step `nn` as the grader runs it, from steps/list.txt (through testkit): a pair step
+/// against its C tool in both roles, or against the reference when the C tool cannot be
+/// its peer; a `cm` step against rping.
 fn step(nn: &str) -> Result<Step, String> {
     let listed = common::step(nn)?;
-    let special = SPECIAL.iter().find(|(bin, ..)| *bin == listed.bin);
-    let default_partner = match (listed.pair, listed.cm) {
+    let partner = match (listed.pair, listed.cm) {
         (true, true) => Some(Partner::Rping),
-        (true, false) => Some(Partner::C),
+        (true, false) if listed.c_peer => Some(Partner::C),
+        (true, false) => Some(Partner::Reference),
         _ => None,
     };
     Ok(Step {
         nn: listed.nn().to_string(),
         bin: listed.bin.clone(),
         stage: listed.stage().to_string(),
-        partner: special.and_then(|s| s.1).or(default_partner),
+        partner,
+        c_outlasts: listed.c_peer && listed.c_outlasts,
         cm: listed.cm,
-        runs: special.map_or(DEFAULT_RUNS, |s| s.2),
+        runs: listed.grade.clone(),
     })
 }
 
@@ -225,21 +209,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_special_steps_are_listed_steps() {
-        let listed: Vec<String> = common::steps().into_iter().map(|s| s.bin).collect();
-        for (bin, ..) in SPECIAL {
-            assert!(listed.iter().any(|l| l == bin), "SPECIAL names `{bin}`, which steps/list.txt does not list");
-        }
-    }
-
-    #[test]
     fn steps_come_from_the_list() {
         let s = step("5").unwrap();
         assert_eq!((s.nn.as_str(), s.bin.as_str(), s.stage.as_str()), ("05", "05_modify_qp_rtr", "modify_qp_rtr"));
-        assert!(s.partner == Some(Partner::C) && s.runs == DEFAULT_RUNS);
+        assert!(s.partner == Some(Partner::C) && s.c_outlasts && s.runs == [Vec::<String>::new()]);
         assert!(step("01").unwrap().partner.is_none());
         assert!(step("09_rdma_write").unwrap().partner == Some(Partner::Reference));
-        assert_eq!(step("08").unwrap().runs.len(), 2);
+        let s = step("08").unwrap();
+        assert!(!s.c_outlasts && s.runs.len() == 2 && s.runs[1] == ["-e", "-n", "100", "-r", "8"]);
         let cm = step("10").unwrap();
         assert!(cm.partner == Some(Partner::Rping) && cm.cm, "step 10 is graded against rping");
         assert_eq!(step("12").unwrap().runs.len(), 2);

@@ -48,17 +48,17 @@ pub(super) struct RunResult {
 /// Runs `program` (step `step`) in `side` with the step's partner opposite, through
 /// testkit's runner: the server first, the client once the server is ready. Ours (and the
 /// reference, which is ours too) gets `--timeout`; a C peer that outlasts the step
-/// (rc_pingpong opposite 05–07) is stopped once ours has exited and it has printed the
+/// (`c-outlasts`: rc_pingpong opposite 05–07) is stopped once ours has exited and it has printed the
 /// peer's address. When ours fails, its peer — which would wait for ever for a partner
 /// that is gone — gets a second to print what it saw: the verdict is ours' failure
 /// whatever the peer does.
-pub(super) fn run_once(step: &Step, program: &str, reference: &str, extra: &[&str], side: Option<Role>) -> RunResult {
+pub(super) fn run_once(step: &Step, program: &str, reference: &str, extra: &[String], side: Option<Role>) -> RunResult {
     let flags = if extra.is_empty() { String::new() } else { format!(", {}", extra.join(" ")) };
     let ours_name = format!("your {}", step.bin);
     let listed = common::step(&step.bin).expect("a listed step");
     // The C tool the runner picks for this step (ibv_ud_pingpong for 11, …), by name.
     let c_tool = runner::Player::C.program(&listed).unwrap_or_else(|why| why);
-    let mut run = runner::Run::new(listed).ours(program).flags(extra);
+    let mut run = runner::Run::new(listed).ours(program).flags(&extra.iter().map(String::as_str).collect::<Vec<_>>());
     run.timeout = DEADLINE;
     let Some(partner) = step.partner else {
         let ran = run.run();
@@ -90,8 +90,8 @@ pub(super) fn run_once(step: &Step, program: &str, reference: &str, extra: &[&st
 }
 
 /// The runs of `step`, in a fixed order: each argument set, in each role a pair step has.
-pub(super) fn runs(step: &Step) -> Vec<(&'static [&'static str], Option<Role>)> {
+pub(super) fn runs(step: &Step) -> Vec<(Vec<String>, Option<Role>)> {
     let sides: &[Option<Role>] =
         if step.partner.is_none() { &[None] } else { &[Some(Role::Server), Some(Role::Client)] };
-    step.runs.iter().flat_map(|&extra| sides.iter().map(move |&side| (extra, side))).collect()
+    step.runs.iter().flat_map(|extra| sides.iter().map(move |&side| (extra.clone(), side))).collect()
 }

@@ -39,7 +39,7 @@ struct New {
     bin: String,
     roles: Roles,
     base: Step,
-    /// The list's last step before this one (the third column is written only when the base
+    /// The list's last step before this one (`base=` is written only when the base
     /// is another).
     previous: Step,
 }

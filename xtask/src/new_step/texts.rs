@@ -11,7 +11,8 @@ use super::{read, New};
 /// The list's line: bin and roles padded as the list pads them, the base when it is not
 /// the previous step.
 pub(super) fn list_line(new: &New) -> String {
-    let base = if new.base.bin == new.previous.bin { String::new() } else { new.base.bin.clone() };
+    // No `c=`: a new pair step is graded against the reference until its line names a C tool.
+    let base = if new.base.bin == new.previous.bin { String::new() } else { format!("base={}", new.base.bin) };
     format!("{:<18}{:<7}{base}", new.bin, new.roles.word()).trim_end().to_string()
 }
 
