@@ -7,7 +7,7 @@
 //! subcommand prints when its arguments are wrong; `tests/front_door.rs` checks that they
 //! agree.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// rdma-dissect's own tooling: the benchmark's tables, the book's generated files, the
 /// classroom kit and the grader, running steps, adding steps.
@@ -67,6 +67,56 @@ pub enum Command {
     #[command(override_usage = "cargo xtask new-step NN_name alone|pair|cm [--base NN]
        cargo xtask new-step --remove NN_name")]
     NewStep(Rest),
+    /// The steps of steps/list.txt, one a line, with the facts asked for (for scripts)
+    Steps(StepsArgs),
+}
+
+/// `cargo xtask steps`'s arguments: which steps, which of their facts.
+#[derive(Args, Debug, PartialEq)]
+pub struct StepsArgs {
+    /// Only the steps that run with these roles
+    #[arg(long, value_enum)]
+    pub roles: Option<RolesArg>,
+    /// A fact to print after each step's bin, in the order given; two-hosts is words, none
+    /// or several, so put it last
+    #[arg(long = "field", value_enum, value_name = "FACT")]
+    pub fields: Vec<Field>,
+}
+
+/// steps/list.txt's roles, as `--roles` takes them.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum RolesArg {
+    Alone,
+    Pair,
+    Cm,
+}
+
+impl RolesArg {
+    /// testkit's name for them.
+    pub fn roles(self) -> testkit::Roles {
+        match self {
+            RolesArg::Alone => testkit::Roles::Alone,
+            RolesArg::Pair => testkit::Roles::Pair,
+            RolesArg::Cm => testkit::Roles::Cm,
+        }
+    }
+}
+
+/// The facts `cargo xtask steps --field` prints (steps/list.txt's header says what each is).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum Field {
+    /// alone, pair or cm
+    Roles,
+    /// the step it is built on, or `-`
+    Base,
+    /// its C tool, or `-`
+    C,
+    /// `yes` if the C tool can be our program's peer
+    CPeer,
+    /// `yes` if lab/pair-test pairs it with the C tool (or rping) too
+    TwoHostsC,
+    /// the flags lab/pair-test gives both sides (words; none for the defaults)
+    TwoHosts,
 }
 
 /// `cargo xtask bench`'s usage (its arguments are parsed in `main.rs`).
@@ -93,6 +143,7 @@ impl Command {
             Command::Grade(r) => ("grade", &r.args),
             Command::Run(r) => ("run", &r.args),
             Command::NewStep(r) => ("new-step", &r.args),
+            Command::Steps(_) => ("steps", &[]),
         }
     }
 }
@@ -124,7 +175,7 @@ mod tests {
             assert!(line.is_some_and(|l| l.contains(&about)), "the help has no line for `{}`:\n{help}", sub.get_name());
         }
         let names: Vec<&str> = cli.get_subcommands().map(|s| s.get_name()).collect();
-        assert_eq!(names, ["bench", "book", "exercise", "grade", "run", "new-step"]);
+        assert_eq!(names, ["bench", "book", "exercise", "grade", "run", "new-step", "steps"]);
     }
 
     #[test]

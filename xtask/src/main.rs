@@ -25,7 +25,35 @@ fn main() -> ExitCode {
         Command::Grade(_) => grade::main(args),
         Command::Run(_) => testkit::runner::cli::main(args),
         Command::NewStep(_) => new_step::main(args),
+        Command::Steps(a) => steps_main(a),
     }
+}
+
+/// `steps [--roles R] [--field FACT]...`: a line per step, its bin and the facts asked for.
+fn steps_main(a: &cli::StepsArgs) -> ExitCode {
+    let steps = match testkit::load_steps() {
+        Ok(steps) => steps,
+        Err(e) => {
+            eprintln!("xtask steps: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+    for s in steps.iter().filter(|s| a.roles.is_none_or(|r| r.roles() == s.roles)) {
+        let mut line = vec![s.bin.clone()];
+        for field in &a.fields {
+            match field {
+                cli::Field::Roles => line.push(s.roles.word().into()),
+                cli::Field::Base => line.push(s.base.clone().unwrap_or_else(|| "-".into())),
+                cli::Field::C => line.push(s.c.clone().unwrap_or_else(|| "-".into())),
+                cli::Field::CPeer => line.push(yes(s.c_peer)),
+                cli::Field::TwoHostsC => line.push(yes(s.two_hosts_c)),
+                cli::Field::TwoHosts => line.extend(s.two_hosts.iter().cloned()),
+            }
+        }
+        println!("{}", line.join(" "));
+    }
+    ExitCode::SUCCESS
 }
 
 /// `bench WHAT RAW`: the text on stdout.
