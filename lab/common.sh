@@ -32,16 +32,17 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 #   RDMA_PACKAGES   the verbs library and provider, ibv_devinfo/ibv_rc_pingpong, `rdma`;
 #                   librdmacm's header (step 10 links it) and rping (its peer)
 #   BUILD_PACKAGES  ibverbs-sys runs bindgen (libclang) at build time; its cmake run is
-#                   skipped (.cargo/cmake says why), so no cmake; python3 for
-#                   lab/pair-check; libibverbs-dev brings libnl
+#                   skipped (.cargo/cmake says why), so no cmake; libibverbs-dev brings
+#                   libnl
 #   VM_PACKAGES     the lab VM (lab/run): qemu, the initramfs's busybox and kmod tools,
 #                   xz and zstd to unpack Debian 12's and 13's kernels
 #   TEST_PACKAGES   only the tests: tshark (two_hosts), perftest (lab/bench, interop),
-#                   valgrind (memcheck), chromium (the book's DOM test), shellcheck
+#                   valgrind (memcheck), chromium (the book's DOM test), shellcheck,
+#                   python3 (the runner's stand-in for a step, testkit/src/runner/tests.rs)
 RDMA_PACKAGES=(rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev rdmacm-utils iproute2)
-BUILD_PACKAGES=(gcc make pkg-config libclang-dev python3)
+BUILD_PACKAGES=(gcc make pkg-config libclang-dev)
 VM_PACKAGES=(qemu-system-x86 busybox-static kmod cpio xz-utils zstd bubblewrap)
-TEST_PACKAGES=(tshark perftest valgrind chromium shellcheck)
+TEST_PACKAGES=(tshark perftest valgrind chromium shellcheck python3)
 # Services and cloud-init's runcmd start with no HOME (lab/class's user-data runs lab/rxe
 # there): take the account's own from the password database.
 if [ -z "${HOME:-}" ]; then

@@ -158,10 +158,12 @@ pub fn parse_steps(text: &str) -> Result<Vec<Step>, String> {
                 ("grade", Some(v)) => step.grade.push(args(v)),
                 ("two-hosts", Some(v)) if pair => step.two_hosts = args(v),
                 ("two-hosts-ours-only", None) if pair => step.two_hosts_c = false,
-                _ => return Err(at(format!(
+                _ => {
+                    return Err(at(format!(
                     "`{fact}` is not a fact the list knows (base=BIN, c=PROGRAM, c-outlasts, no-c-peer, grade=ARGS, \
                          and for a pair step two-hosts=ARGS, two-hosts-ours-only)"
-                ))),
+                )))
+                }
             }
         }
         if step.c.is_none() && (step.c_outlasts || no_c_peer) {

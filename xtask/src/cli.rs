@@ -69,6 +69,24 @@ pub enum Command {
     NewStep(Rest),
     /// The steps of steps/list.txt, one a line, with the facts asked for (for scripts)
     Steps(StepsArgs),
+    /// lab/pair-check's exchange: send the other VM a line over TCP, print the one it sends
+    PairLine(PairLineArgs),
+}
+
+/// `cargo xtask pair-line`'s arguments.
+#[derive(Args, Debug, PartialEq)]
+pub struct PairLineArgs {
+    /// Be the client of HOST (the other VM); without it, the server
+    #[arg(long, value_name = "HOST")]
+    pub connect: Option<String>,
+    /// The TCP port the server listens on
+    #[arg(long)]
+    pub port: u16,
+    /// Seconds to wait for the other side, at most
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// What to send (under 128 bytes)
+    pub line: String,
 }
 
 /// `cargo xtask steps`'s arguments: which steps, which of their facts.
@@ -144,6 +162,7 @@ impl Command {
             Command::Run(r) => ("run", &r.args),
             Command::NewStep(r) => ("new-step", &r.args),
             Command::Steps(_) => ("steps", &[]),
+            Command::PairLine(_) => ("pair-line", &[]),
         }
     }
 }
@@ -175,7 +194,7 @@ mod tests {
             assert!(line.is_some_and(|l| l.contains(&about)), "the help has no line for `{}`:\n{help}", sub.get_name());
         }
         let names: Vec<&str> = cli.get_subcommands().map(|s| s.get_name()).collect();
-        assert_eq!(names, ["bench", "book", "exercise", "grade", "run", "new-step", "steps"]);
+        assert_eq!(names, ["bench", "book", "exercise", "grade", "run", "new-step", "steps", "pair-line"]);
     }
 
     #[test]

@@ -16,6 +16,10 @@
 //!                                     add a step: everything steps/list.txt implies, as a
 //!                                     skeleton (`--remove NN_name` takes it out; see
 //!                                     new_step/ and CONTRIBUTING.md)
+//! cargo xtask steps [--field FACT]…   the steps of steps/list.txt with their facts, for
+//!                                     scripts (lab/pair-test)
+//! cargo xtask pair-line …             lab/pair-check's exchange of a line with the other
+//!                                     VM over TCP (pair_line.rs)
 //! ```
 //!
 //! `lab/bench` runs the tools in the lab VM and writes RAW (`target/bench/raw.tsv`); what
@@ -28,3 +32,4 @@ pub mod book;
 pub mod exercise;
 pub mod grade;
 pub mod new_step;
+pub mod pair_line;

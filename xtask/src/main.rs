@@ -4,6 +4,7 @@
 mod cli;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use cli::{Cli, Command, BENCH_USAGE};
@@ -26,6 +27,18 @@ fn main() -> ExitCode {
         Command::Run(_) => testkit::runner::cli::main(args),
         Command::NewStep(_) => new_step::main(args),
         Command::Steps(a) => steps_main(a),
+        Command::PairLine(a) => {
+            match xtask::pair_line::swap(a.connect.as_deref(), a.port, Duration::from_secs(a.timeout), &a.line) {
+                Ok(theirs) => {
+                    println!("{theirs}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("xtask pair-line: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 
