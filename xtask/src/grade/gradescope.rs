@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::intake::valid_name;
 use super::io;
-use super::reports::check_gradescope;
+use super::reports::GradescopeResults;
 
 /// The grader's NAME for the submission's first user, and who they are as Gradescope says
 /// (`Name <email>`, and Gradescope's user id).
@@ -42,13 +42,11 @@ pub(crate) fn student(metadata: &str) -> Result<(String, Value), String> {
 
 /// `results` (a results.json) saying whom it graded, still Gradescope's format.
 pub(crate) fn stamp(results: &str, name: &str, who: &Value) -> Result<String, String> {
-    let mut results: Value = serde_json::from_str(results).map_err(|e| format!("not JSON: {e}"))?;
-    let said = results["output"].as_str().unwrap_or_default().to_string();
+    let mut results = GradescopeResults::parse(results)?;
     let (full, email) = (who["name"].as_str().unwrap_or_default(), who["email"].as_str().unwrap_or_default());
-    results["output"] = format!("Graded for {full} <{email}> (as `{name}`): {said}").into();
-    results["extra_data"] = json!({ "student": who });
-    let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())? + "\n";
-    check_gradescope(&text).map(|()| text)
+    results.output = format!("Graded for {full} <{email}> (as `{name}`): {}", results.output);
+    results.extra_data = Some(json!({ "student": who }));
+    Ok(results.to_text())
 }
 
 /// `grade gradescope-student METADATA [RESULTS]`: prints the NAME; with RESULTS, stamps it.
@@ -108,8 +106,15 @@ mod tests {
     #[test]
     fn the_results_name_whom_they_graded_in_gradescopes_format() {
         let (name, who) = student(METADATA).unwrap();
-        let results = r#"{"score": 1, "output": "1 of 2 steps behave like the reference", "tests": []}"#;
-        let stamped: Value = serde_json::from_str(&stamp(results, &name, &who).unwrap()).unwrap();
+        let verdicts = [true, false].map(|passed| crate::exercise::Verdict {
+            nn: "05".into(),
+            passed,
+            seconds: 1.0,
+            message: String::new(),
+        });
+        let bins = ["05_modify_qp_rtr".to_string(), "05_modify_qp_rtr".into()];
+        let results = super::super::reports::gradescope_json(&verdicts, &bins);
+        let stamped: Value = serde_json::from_str(&stamp(&results, &name, &who).unwrap()).unwrap();
         assert_eq!(
             stamped["output"],
             "Graded for Student User <student@example.com> (as `student`): 1 of 2 steps behave like the reference"

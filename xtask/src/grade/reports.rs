@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+
 use super::{graded_steps, io, key_values, moodle, students, vet};
 use crate::exercise::{junit_errors_xml, junit_xml, parse_results, Verdict};
 
@@ -37,125 +39,99 @@ pub(crate) fn utc(secs: u64) -> String {
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
 }
 
-/// A JSON string literal.
-pub(crate) fn json_string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out += "\\\"",
-            '\\' => out += "\\\\",
-            '\n' => out += "\\n",
-            '\r' => out += "\\r",
-            '\t' => out += "\\t",
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// A CSV field, quoted.
 fn csv(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
+/// Gradescope's results.json, the fields this grader writes, as its autograder
+/// specification names them ("Autograder Specifications", "Output format"): the type is
+/// the format, read back (`grade gradescope-student` stamps it) with unknown fields
+/// refused. The unit tests hold it to the specification's schema
+/// (gradescope-results.schema.json).
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GradescopeResults {
+    pub(crate) score: u32,
+    pub(crate) execution_time: u64,
+    pub(crate) output: String,
+    pub(crate) stdout_visibility: Visibility,
+    pub(crate) tests: Vec<GradescopeTest>,
+    /// Who was graded, once `grade gradescope-student` has stamped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) extra_data: Option<serde_json::Value>,
+}
+
+/// One test of [`GradescopeResults`]: a step graded.
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GradescopeTest {
+    pub(crate) name: String,
+    pub(crate) number: String,
+    pub(crate) score: u32,
+    pub(crate) max_score: u32,
+    pub(crate) status: Status,
+    pub(crate) output: String,
+    pub(crate) visibility: Visibility,
+}
+
+/// A test's `status`.
+#[derive(Serialize, Deserialize, Debug, PartialEq, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Status {
+    Passed,
+    Failed,
+}
+
+/// Who sees a part of the results, Gradescope's `visibility` values.
+#[derive(Serialize, Deserialize, Debug, PartialEq, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Visibility {
+    Hidden,
+    AfterDueDate,
+    AfterPublished,
+    Visible,
+}
+
+impl GradescopeResults {
+    /// As Gradescope reads it: pretty JSON, a newline at the end.
+    pub(crate) fn to_text(&self) -> String {
+        serde_json::to_string_pretty(self).expect("plain data serializes") + "\n"
+    }
+
+    /// `text` read as Gradescope's results.json, or what in it is not.
+    pub(crate) fn parse(text: &str) -> Result<GradescopeResults, String> {
+        serde_json::from_str(text).map_err(|e| format!("not Gradescope's results.json: {e}"))
+    }
+}
+
 /// Gradescope's results.json for one student: a test per step graded, 1 point each, the
 /// report of a failure as the test's output (the autograder specification's format).
 pub(crate) fn gradescope_json(verdicts: &[Verdict], bins: &[String]) -> String {
-    let score = verdicts.iter().filter(|v| v.passed).count();
+    let score = verdicts.iter().filter(|v| v.passed).count() as u32;
     let time: f64 = verdicts.iter().map(|v| v.seconds).sum();
-    let mut tests = Vec::new();
-    for (v, bin) in verdicts.iter().zip(bins) {
-        tests.push(format!(
-            "    {{\"name\": {}, \"number\": {}, \"score\": {}, \"max_score\": 1, \"status\": {}, \"output\": {}, \"visibility\": \"visible\"}}",
-            json_string(bin),
-            json_string(&v.nn),
-            u8::from(v.passed),
-            json_string(if v.passed { "passed" } else { "failed" }),
-            json_string(&capped(&v.message)),
-        ));
+    let tests = verdicts
+        .iter()
+        .zip(bins)
+        .map(|(v, bin)| GradescopeTest {
+            name: bin.clone(),
+            number: v.nn.clone(),
+            score: u32::from(v.passed),
+            max_score: 1,
+            status: if v.passed { Status::Passed } else { Status::Failed },
+            output: capped(&v.message),
+            visibility: Visibility::Visible,
+        })
+        .collect();
+    GradescopeResults {
+        score,
+        execution_time: time.round() as u64,
+        output: format!("{score} of {} steps behave like the reference", verdicts.len()),
+        stdout_visibility: Visibility::Hidden,
+        tests,
+        extra_data: None,
     }
-    format!(
-        "{{\n  \"score\": {score},\n  \"execution_time\": {},\n  \"output\": {},\n  \"stdout_visibility\": \"hidden\",\n  \"tests\": [\n{}\n  ]\n}}\n",
-        time.round() as u64,
-        json_string(&format!("{score} of {} steps behave like the reference", verdicts.len())),
-        tests.join(",\n")
-    )
-}
-
-/// Gradescope's results.json format, as a JSON Schema written from its documentation.
-const GRADESCOPE_SCHEMA: &str = include_str!("gradescope-results.schema.json");
-
-/// What of `value` does not fit `schema`, with where (`$.tests[0].status`): the part of
-/// JSON Schema the Gradescope schema uses (type, enum, required, properties,
-/// additionalProperties: false, items, anyOf).
-pub(crate) fn schema_errors(schema: &serde_json::Value, value: &serde_json::Value, at: &str) -> Vec<String> {
-    use serde_json::Value;
-    let mut errors = Vec::new();
-    let type_ok = |t: &str| match t {
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        "string" => value.is_string(),
-        "number" => value.is_number(),
-        "integer" => value.is_i64() || value.is_u64(),
-        "boolean" => value.is_boolean(),
-        _ => false,
-    };
-    match schema.get("type") {
-        Some(Value::String(t)) if !type_ok(t) => errors.push(format!("{at}: not of type {t}")),
-        Some(Value::Array(ts)) if !ts.iter().filter_map(Value::as_str).any(type_ok) => {
-            errors.push(format!("{at}: not of any type {ts:?}"))
-        }
-        _ => {}
-    }
-    if let Some(Value::Array(allowed)) = schema.get("enum") {
-        if !allowed.contains(value) {
-            errors.push(format!("{at}: {value} is not one of {allowed:?}"));
-        }
-    }
-    if let Some(Value::Array(any)) = schema.get("anyOf") {
-        if !any.iter().any(|s| schema_errors(s, value, at).is_empty()) {
-            errors.push(format!("{at}: fits none of anyOf"));
-        }
-    }
-    if let Value::Object(object) = value {
-        for key in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-            if !object.contains_key(key) {
-                errors.push(format!("{at}: `{key}` is required"));
-            }
-        }
-        let properties = schema.get("properties").and_then(Value::as_object);
-        for (key, v) in object {
-            match properties.and_then(|p| p.get(key)) {
-                Some(s) => errors.extend(schema_errors(s, v, &format!("{at}.{key}"))),
-                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    errors.push(format!("{at}: `{key}` is not a property Gradescope knows"))
-                }
-                None => {}
-            }
-        }
-    }
-    if let (Value::Array(items), Some(s)) = (value, schema.get("items")) {
-        for (i, v) in items.iter().enumerate() {
-            errors.extend(schema_errors(s, v, &format!("{at}[{i}]")));
-        }
-    }
-    errors
-}
-
-/// `text` as Gradescope's results.json, or what is wrong with it.
-pub(crate) fn check_gradescope(text: &str) -> Result<(), String> {
-    let schema: serde_json::Value = serde_json::from_str(GRADESCOPE_SCHEMA).map_err(|e| format!("the schema: {e}"))?;
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let errors = schema_errors(&schema, &value, "$");
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
-    }
+    .to_text()
 }
 
 /// What a student whose hand-in was taken but who was not graded gets in the reports: the
@@ -264,9 +240,7 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
         std::fs::write(&junit, junit_xml(&suite, &capped_verdicts, &props)).map_err(io(&junit))?;
         let gs = reports.join("gradescope").join(&name);
         std::fs::create_dir_all(&gs).map_err(io(&gs))?;
-        let json = gradescope_json(&verdicts, &bins);
-        check_gradescope(&json).map_err(|e| format!("the results.json of {name} is not Gradescope's format: {e}"))?;
-        std::fs::write(gs.join("results.json"), json).map_err(io(&gs))?;
+        std::fs::write(gs.join("results.json"), gradescope_json(&verdicts, &bins)).map_err(io(&gs))?;
         let cells: Vec<String> = bins
             .iter()
             .map(|b| {
@@ -314,16 +288,86 @@ pub(crate) fn report_cmd(class: &Path, version: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// Gradescope's results.json format, as a JSON Schema written from its documentation.
+    const GRADESCOPE_SCHEMA: &str = include_str!("gradescope-results.schema.json");
+
+    /// What of `value` does not fit `schema`, with where (`$.tests[0].status`): the part of
+    /// JSON Schema the Gradescope schema uses (type, enum, required, properties,
+    /// additionalProperties: false, items, anyOf).
+    fn schema_errors(schema: &serde_json::Value, value: &serde_json::Value, at: &str) -> Vec<String> {
+        use serde_json::Value;
+        let mut errors = Vec::new();
+        let type_ok = |t: &str| match t {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "number" => value.is_number(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "boolean" => value.is_boolean(),
+            _ => false,
+        };
+        match schema.get("type") {
+            Some(Value::String(t)) if !type_ok(t) => errors.push(format!("{at}: not of type {t}")),
+            Some(Value::Array(ts)) if !ts.iter().filter_map(Value::as_str).any(type_ok) => {
+                errors.push(format!("{at}: not of any type {ts:?}"))
+            }
+            _ => {}
+        }
+        if let Some(Value::Array(allowed)) = schema.get("enum") {
+            if !allowed.contains(value) {
+                errors.push(format!("{at}: {value} is not one of {allowed:?}"));
+            }
+        }
+        if let Some(Value::Array(any)) = schema.get("anyOf") {
+            if !any.iter().any(|s| schema_errors(s, value, at).is_empty()) {
+                errors.push(format!("{at}: fits none of anyOf"));
+            }
+        }
+        if let Value::Object(object) = value {
+            for key in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
+            {
+                if !object.contains_key(key) {
+                    errors.push(format!("{at}: `{key}` is required"));
+                }
+            }
+            let properties = schema.get("properties").and_then(Value::as_object);
+            for (key, v) in object {
+                match properties.and_then(|p| p.get(key)) {
+                    Some(s) => errors.extend(schema_errors(s, v, &format!("{at}.{key}"))),
+                    None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                        errors.push(format!("{at}: `{key}` is not a property Gradescope knows"))
+                    }
+                    None => {}
+                }
+            }
+        }
+        if let (Value::Array(items), Some(s)) = (value, schema.get("items")) {
+            for (i, v) in items.iter().enumerate() {
+                errors.extend(schema_errors(s, v, &format!("{at}[{i}]")));
+            }
+        }
+        errors
+    }
+
+    /// `text` against Gradescope's documented format, or what of it does not fit (the
+    /// types above are the format; this holds them to the documentation).
+    fn check_gradescope(text: &str) -> Result<(), String> {
+        let schema: serde_json::Value =
+            serde_json::from_str(GRADESCOPE_SCHEMA).map_err(|e| format!("the schema: {e}"))?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let errors = schema_errors(&schema, &value, "$");
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
     #[test]
     fn utc_is_rfc3339() {
         assert_eq!(utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(utc(1_795_734_000), "2026-11-26T23:00:00Z");
         assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
-    }
-
-    #[test]
-    fn json_strings_escape_what_json_requires() {
-        assert_eq!(json_string("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
     }
 
     #[test]
@@ -337,10 +381,15 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!((v["score"].as_u64(), v["tests"][1]["status"].as_str()), (Some(1), Some("failed")));
         assert_eq!(v["tests"][1]["output"], "a hole \"x\"\n  at line 3");
+        assert_eq!(
+            (v["stdout_visibility"].as_str(), v["tests"][0]["visibility"].as_str()),
+            (Some("hidden"), Some("visible"))
+        );
+        assert_eq!(GradescopeResults::parse(&json).unwrap().to_text(), json, "read back as written");
     }
 
     #[test]
-    fn the_schema_check_finds_what_gradescope_would_refuse() {
+    fn what_gradescope_would_refuse_is_refused_by_the_type_and_the_schema() {
         for (bad, why) in [
             (r#"{"output": "no score, no tests"}"#, "fits none of anyOf"),
             (r#"{"score": "12"}"#, "$.score: not of type number"),
@@ -349,6 +398,7 @@ mod tests {
         ] {
             let err = check_gradescope(bad).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
+            assert!(GradescopeResults::parse(bad).is_err(), "{bad}");
         }
     }
 
