@@ -25,6 +25,13 @@ trap 'lab_on_err $? "${BASH_SOURCE[0]}" "$LINENO" "$BASH_COMMAND"' ERR
 # depmod, modprobe, ip and rdma live in /usr/sbin, which is not on a normal user's PATH.
 case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 
+# What the scripts read of the machine they run on: which system it is, and its RDMA
+# devices. The no-device tests (tests/no_device/lab_scripts.rs) point these at a pretend
+# Ubuntu or a pretend rxe0, which needs no namespace, so they run in a chroot or an
+# unprivileged container too. Setup only: the grader's verdicts read neither.
+LAB_OS_RELEASE=${LAB_OS_RELEASE:-/etc/os-release}
+LAB_SYS_RDMA=${LAB_SYS_RDMA:-/sys/class/infiniband}
+
 # What the project needs from Debian, in the groups the two README commands install.
 # The lab VM runs the host's own binaries (its root filesystem is the host's), so the RDMA
 # userspace — libibverbs, the rxe provider, the C tools we compare against — is installed
@@ -250,7 +257,7 @@ lab_kernel_package() {
 }
 
 lab_no_kernel_package() {
-    if [ -r /etc/os-release ] && grep -qi '^ID=ubuntu' /etc/os-release; then
+    if [ -r "$LAB_OS_RELEASE" ] && grep -qi '^ID=ubuntu' "$LAB_OS_RELEASE"; then
         cat >&2 <<'MSG'
 lab: the lab VM boots Debian's kernel package linux-image-amd64, which Ubuntu does not have.
 lab: Ubuntu's own generic kernel ships rdma_rxe (package linux-modules-extra-$(uname -r)):
@@ -354,7 +361,7 @@ lab_roce_gid_index() {
         IFS=. read -r a b c d <<<"$ipv4"
         want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d")
     fi
-    dir=/sys/class/infiniband/$dev/ports/$port
+    dir=$LAB_SYS_RDMA/$dev/ports/$port
     # Numeric order: gids/10 sorts before gids/2 in a glob.
     for n in $(find "$dir/gids" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort -n || true); do
         # `read`, not $(cat): rxe's table has 1024 entries, and a fork each costs
@@ -380,7 +387,7 @@ lab_roce_gid_index() {
 # the kernel package.
 lab_stop_on_ubuntu() {
     local key value id='' like='' os=Ubuntu rust
-    [ -r /etc/os-release ] || return 0
+    [ -r "$LAB_OS_RELEASE" ] || return 0
     # Read, not sourced: the scripts source it themselves, and its ID, VERSION_ID... are theirs.
     while IFS='=' read -r key value; do
         value=${value#[\"\']} value=${value%[\"\']}
@@ -389,7 +396,7 @@ lab_stop_on_ubuntu() {
             ID_LIKE) like=$value ;;
             PRETTY_NAME) os=$value ;;
         esac
-    done </etc/os-release
+    done <"$LAB_OS_RELEASE"
     case " $id $like " in *" ubuntu "*) ;; *) return 0 ;; esac
     rust=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$(dirname "${BASH_SOURCE[0]}")/../Cargo.toml" || true)
     [ -n "$rust" ] || rust="the crate's rust-version"

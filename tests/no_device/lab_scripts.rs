@@ -1,28 +1,30 @@
-//! Lab scripts' decisions that need no VM and no device, made on a pretend machine: in a
-//! user and mount namespace of their own (`unshare -rm`, no root needed where the kernel
-//! allows unprivileged user namespaces, as Debian's does), a fake `/etc/os-release` or a
-//! fake `/sys/class/infiniband` is mounted over the real one for the script alone. The
-//! tests that boot VMs are in tests/host_vms/lab_scripts.rs.
+//! Lab scripts' decisions that need no VM and no device, made on a pretend machine: the
+//! scripts read which system this is and its RDMA devices from `LAB_OS_RELEASE` and
+//! `LAB_SYS_RDMA` (lab/common.sh), which these tests point at a fake `/etc/os-release` or a
+//! fake `/sys/class/infiniband` in a scratch directory — no namespace, so they pass in a
+//! chroot or an unprivileged container too. The tests that boot VMs are in
+//! tests/host_vms/lab_scripts.rs.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use crate::{project, scratch};
 
-/// Runs `script` with bash in a new user and mount namespace, in the project's directory;
-/// `$1`… are `args`.
-fn in_namespace(script: &str, args: &[&str]) -> Output {
-    Command::new("unshare")
-        .args(["-rm", "bash", "-c", script, "bash"])
+/// Runs `script` with bash in the project's directory, `$1`… being `args`, with `env` set
+/// and none of the RDMA_* or LAB_VM variables of the caller.
+fn pretend(script: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
+    Command::new("bash")
+        .args(["-c", script, "bash"])
         .args(args)
         .current_dir(project())
         .env_remove("RDMA_DEVICE")
         .env_remove("RDMA_IB_PORT")
         .env_remove("RDMA_GID_INDEX")
         .env_remove("LAB_VM")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
-        .expect("run unshare (util-linux)")
+        .expect("run bash")
 }
 
 fn text(out: &Output) -> String {
@@ -56,10 +58,7 @@ fn provision_and_walkthrough_stop_on_ubuntu_with_its_commands() {
         .expect("Cargo.toml has a rust-version");
     for (os_release, name) in [(&ubuntu, "Ubuntu 24.04.1 LTS"), (&mint, "Linux Mint 22")] {
         for script in ["lab/provision", "lab/walkthrough"] {
-            let out = in_namespace(
-                "mount --bind \"$1\" /etc/os-release && exec \"$2\"",
-                &[os_release.to_str().unwrap(), script],
-            );
+            let out = pretend("exec \"$1\"", &[script], &[("LAB_OS_RELEASE", os_release)]);
             let stderr = String::from_utf8_lossy(&out.stderr);
             let all = format!("{script} on {name} {}", text(&out));
             assert_eq!(out.status.code(), Some(1), "{all}");
@@ -84,17 +83,21 @@ fn provision_and_walkthrough_stop_on_ubuntu_with_its_commands() {
 /// the RDMA_* variables the VM would set, unless the caller set them (even empty).
 #[test]
 fn lab_run_runs_the_command_here_on_a_machine_with_a_device() {
-    let fake_device = r#"set -e
-mount -t tmpfs none /sys/class
-p=/sys/class/infiniband/rxe0/ports/1
-mkdir -p $p/gids $p/gid_attrs/types
-echo Ethernet >$p/link_layer
-echo fe80:0000:0000:0000:5054:00ff:fe12:3401 >$p/gids/0
-echo 0000:0000:0000:0000:0000:ffff:c000:0201 >$p/gids/1
-echo 'RoCE v2' >$p/gid_attrs/types/0
-echo 'RoCE v2' >$p/gid_attrs/types/1
-"#;
-    let run = |setup: &str, cmd: &str| in_namespace(&format!("{fake_device}{setup}\nlab/run sh -c '{cmd}'"), &[]);
+    let dir = scratch("lab-run-here");
+    let port = dir.join("rxe0/ports/1");
+    std::fs::create_dir_all(port.join("gids")).unwrap();
+    std::fs::create_dir_all(port.join("gid_attrs/types")).unwrap();
+    for (file, text) in [
+        ("link_layer", "Ethernet"),
+        ("gids/0", "fe80:0000:0000:0000:5054:00ff:fe12:3401"),
+        ("gids/1", "0000:0000:0000:0000:0000:ffff:c000:0201"),
+        ("gid_attrs/types/0", "RoCE v2"),
+        ("gid_attrs/types/1", "RoCE v2"),
+    ] {
+        std::fs::write(port.join(file), format!("{text}\n")).unwrap();
+    }
+    let sys: &[(&str, &Path)] = &[("LAB_SYS_RDMA", &dir)];
+    let run = |setup: &str, cmd: &str| pretend(&format!("set -e\n{setup}\nlab/run sh -c '{cmd}'"), &[], sys);
     let show = r#"echo "$RDMA_DEVICE|$RDMA_IB_PORT|${RDMA_GID_INDEX-unset}|${LAB_GUEST-here}|$PWD"; exit 3"#;
 
     let out = run("", show);
@@ -120,7 +123,7 @@ echo 'RoCE v2' >$p/gid_attrs/types/1
     let out = run("", "exec no-such-command-rdma-dissect");
     assert_eq!(out.status.code(), Some(127), "{}", text(&out));
 
-    let out = in_namespace(&format!("{fake_device}lab/run no-such-command-rdma-dissect"), &[]);
+    let out = pretend("lab/run no-such-command-rdma-dissect", &[], sys);
     assert_eq!(out.status.code(), Some(127), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no-such-command-rdma-dissect: command not found"),
@@ -128,8 +131,9 @@ echo 'RoCE v2' >$p/gid_attrs/types/1
         text(&out)
     );
 
-    let out = in_namespace(&format!("{fake_device}LAB_VM=yes lab/run true"), &[]);
+    let out = pretend("LAB_VM=yes lab/run true", &[], sys);
     assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// `sudo lab/image` (and lab/fresh): sudo's secure_path hides the invoking user's

@@ -1,8 +1,9 @@
 //! The tests that need no RDMA device and no VM: the wire format and its fuzzing, the
 //! book's drift checks, the instructor's guide, the consistency of the step list with
 //! everything that hangs off it, the steps' defaults from the environment, and lab scripts'
-//! decisions on a pretend machine (`unshare`). `cargo test --test no_device` runs them on any host;
-//! `lab/test` runs them on the host, before the device's tests in the lab VM.
+//! decisions on a pretend machine (files the scripts are pointed at, no namespace). `cargo
+//! test --test no_device` runs them on any host, a chroot included; `lab/test` runs them on
+//! the host, before the device's tests in the lab VM.
 
 mod book;
 mod class_roster;
