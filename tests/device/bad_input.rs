@@ -44,7 +44,7 @@ const DEST: &[u8; 52] = b"0000:000011:000001:00000000000000000000ffffc0000201\0"
 
 /// A running step whose stdout and stderr are collected as they come, so a test can wait
 /// for a line (e.g. "remote address:") before it acts.
-struct Step {
+struct Running {
     what: String,
     child: Child,
     out: Arc<Mutex<Vec<u8>>>,
@@ -66,7 +66,7 @@ impl Ended {
     }
 }
 
-fn start(program: &str, args: &[&str]) -> Step {
+fn start(program: &str, args: &[&str]) -> Running {
     let mut child = common::spawn(program, &args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
     let out = Arc::new(Mutex::new(Vec::new()));
     let err = Arc::new(Mutex::new(Vec::new()));
@@ -87,10 +87,10 @@ fn start(program: &str, args: &[&str]) -> Step {
         }));
     }
     let name = program.rsplit('/').next().unwrap_or(program);
-    Step { what: format!("{name} {}", args.join(" ")), child, out, err, readers }
+    Running { what: format!("{name} {}", args.join(" ")), child, out, err, readers }
 }
 
-impl Step {
+impl Running {
     fn stdout(&self) -> String {
         String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
     }
@@ -154,7 +154,7 @@ impl Step {
     }
 }
 
-impl Drop for Step {
+impl Drop for Running {
     /// A test that panics half-way must not leave a busy-polling step behind.
     fn drop(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
@@ -608,7 +608,7 @@ const CTRL_C: Duration = Duration::from_secs(2);
 
 /// Sends SIGINT and checks the step is gone within [`CTRL_C`], killed by that signal (the
 /// default disposition, as for rc_pingpong: the kernel tears down every verbs object).
-fn ctrl_c(step: Step) {
+fn ctrl_c(step: Running) {
     step.signal(libc::SIGINT);
     let sent = Instant::now();
     let end = step.end(PROMPT);

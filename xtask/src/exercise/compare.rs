@@ -13,7 +13,7 @@ use testkit as common;
 use super::report::append_result;
 use super::run::{run_once, runs, Ran, RunResult, DEADLINE};
 use super::variant::{Note, Variant};
-use super::{step, Partner, Step};
+use super::{step, Exercise, Partner};
 
 /// The C tool prints no `ibv_create_qp` line: its QPN is in its `local address:` line.
 /// Said the way our trace says it, the redaction can name it `[QPN:server]`/`[QPN:client]`.
@@ -93,7 +93,7 @@ fn mask_bits(lines: &[&str], start: usize) -> Vec<String> {
 }
 
 /// The section of the book to reread for a difference at `what` (a label and key).
-fn reread(step: &Step, what: &str) -> String {
+fn reread(step: &Exercise, what: &str) -> String {
     let table: &[(&str, &str, &str)] = &[
         ("dest_qp_num", "05_modify_qp_rtr", "Break it › --break wrong-dest-qpn"),
         ("is_global", "05_modify_qp_rtr", "Break it › --break no-grh"),
@@ -122,7 +122,7 @@ fn reread(step: &Step, what: &str) -> String {
 /// The first difference between the reference's lines and the student's, explained; None
 /// when they are the same. `notes` are the lines a variant changed in `expected`: a
 /// difference there says which value the variant asks for.
-pub(super) fn first_difference(step: &Step, expected: &str, got: &str, notes: &[Note]) -> Option<String> {
+pub(super) fn first_difference(step: &Exercise, expected: &str, got: &str, notes: &[Note]) -> Option<String> {
     let e: Vec<&str> = expected.lines().collect();
     let g: Vec<&str> = got.lines().collect();
     let i = (0..e.len().max(g.len())).find(|&i| e.get(i) != g.get(i))?;
@@ -216,7 +216,7 @@ pub(super) fn first_difference(step: &Step, expected: &str, got: &str, notes: &[
 }
 
 /// The part of a failed program's stderr worth showing: a `todo!()` left in, or the error.
-fn why_it_failed(ran: &Ran, step: &Step, source: &str) -> Option<String> {
+fn why_it_failed(ran: &Ran, step: &Exercise, source: &str) -> Option<String> {
     let stage_file = format!("src/stages/{}.rs", step.stage);
     if let Some(at) = ran.stderr.find("panicked at ") {
         let rest = &ran.stderr[at + "panicked at ".len()..];
@@ -250,7 +250,7 @@ fn indent(text: &str) -> String {
 /// The reference's runs of one step, made once and compared with every program graded
 /// against it: once a check for `lab/check`, once a class for `cargo xtask grade`.
 pub(crate) struct ReferenceRuns {
-    step: Step,
+    step: Exercise,
     reference: String,
     runs: Vec<Option<RunResult>>,
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::variant::{self, Variant};
-use super::{root, step, Step};
+use super::{root, step, Exercise};
 
 /// One hole of a stage.
 #[derive(Clone)]
@@ -65,7 +65,7 @@ fn parse(src: &str, file: &str) -> Result<Vec<Piece>, String> {
 }
 
 /// The stage file of `step`, its path relative to the project, and its holes.
-fn stage_source(step: &Step) -> Result<(String, String), String> {
+fn stage_source(step: &Exercise) -> Result<(String, String), String> {
     let rel = format!("src/stages/{}.rs", step.stage);
     let path = root()?.join(&rel);
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -115,7 +115,7 @@ pub(crate) fn exercise_text(nn: &str) -> Result<String, String> {
 
 /// The student's copy of `step`'s stage; `name`'s, with their variant, when there is one.
 /// A hole whose value a variant sets has the variant's hint, with or without a name.
-fn generate(step: &Step, name: Option<&str>) -> Result<String, String> {
+fn generate(step: &Exercise, name: Option<&str>) -> Result<String, String> {
     let (rel, text) = stage_source(step)?;
     let pieces = parse(&text, &rel)?;
     let holes = pieces.iter().filter(|p| matches!(p, Piece::Hole(_))).count();

@@ -96,7 +96,7 @@ enum Partner {
 
 /// One step's exercise: where its stage lives, how it is run, where the book explains it.
 #[derive(Clone)]
-struct Step {
+struct Exercise {
     nn: String,
     bin: String,
     stage: String,
@@ -116,7 +116,7 @@ struct Step {
 /// The step `nn` as the grader runs it, from steps/list.txt (through testkit): a pair step
 /// against its C tool in both roles, or against the reference when the C tool cannot be
 /// its peer; a `cm` step against rping.
-fn step(nn: &str) -> Result<Step, String> {
+fn step(nn: &str) -> Result<Exercise, String> {
     let listed = common::step(nn)?;
     let partner = match (listed.pair, listed.cm) {
         (true, true) => Some(Partner::Rping),
@@ -124,7 +124,7 @@ fn step(nn: &str) -> Result<Step, String> {
         (true, false) => Some(Partner::Reference),
         _ => None,
     };
-    Ok(Step {
+    Ok(Exercise {
         nn: listed.nn().to_string(),
         bin: listed.bin.clone(),
         stage: listed.stage().to_string(),

@@ -6,7 +6,7 @@ use rdma_dissect::role::Role;
 use testkit as common;
 use testkit::runner;
 
-use super::{Partner, Step};
+use super::{Exercise, Partner};
 
 /// How long one program may take before it is killed and the check fails.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
@@ -52,7 +52,13 @@ pub(super) struct RunResult {
 /// peer's address. When ours fails, its peer — which would wait for ever for a partner
 /// that is gone — gets a second to print what it saw: the verdict is ours' failure
 /// whatever the peer does.
-pub(super) fn run_once(step: &Step, program: &str, reference: &str, extra: &[String], side: Option<Role>) -> RunResult {
+pub(super) fn run_once(
+    step: &Exercise,
+    program: &str,
+    reference: &str,
+    extra: &[String],
+    side: Option<Role>,
+) -> RunResult {
     let flags = if extra.is_empty() { String::new() } else { format!(", {}", extra.join(" ")) };
     let ours_name = format!("your {}", step.bin);
     let listed = common::step(&step.bin).expect("a listed step");
@@ -90,7 +96,7 @@ pub(super) fn run_once(step: &Step, program: &str, reference: &str, extra: &[Str
 }
 
 /// The runs of `step`, in a fixed order: each argument set, in each role a pair step has.
-pub(super) fn runs(step: &Step) -> Vec<(Vec<String>, Option<Role>)> {
+pub(super) fn runs(step: &Exercise) -> Vec<(Vec<String>, Option<Role>)> {
     let sides: &[Option<Role>] =
         if step.partner.is_none() { &[None] } else { &[Some(Role::Server), Some(Role::Client)] };
     step.runs.iter().flat_map(|extra| sides.iter().map(move |&side| (extra.clone(), side))).collect()
