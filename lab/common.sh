@@ -350,6 +350,27 @@ lab_accel() {
     if [ "$(cat "$LAB_CACHE/accel-$key")" = kvm ]; then echo "kvm host"; else echo "tcg qemu64"; fi
 }
 
+# lab_image_accel ME: qemu's accelerator for the VMs of lab/image's image (lab/image-test,
+# pair-test, class-test, cloud-test), into LAB_IMAGE_ACCEL, which vm_boot (lab/console.sh)
+# passes: TCG unless LAB_ACCEL=kvm. Not lab_accel's probe, which boots the lab VM's kernel
+# that these scripts never build; their timings are TCG's. ME names the script in the error.
+lab_image_accel() {
+    case "${LAB_ACCEL:-tcg}" in
+        tcg) LAB_IMAGE_ACCEL=(-accel tcg -cpu qemu64) ;;
+        kvm) LAB_IMAGE_ACCEL=(-accel kvm -cpu host) ;;
+        *) echo "$1: LAB_ACCEL must be tcg or kvm" >&2; return 1 ;;
+    esac
+}
+
+# lab_layer IMAGE LAYER: a throw-away copy-on-write qcow2 LAYER over IMAGE (an absolute
+# path), so that a VM's writes leave the image as lab/image made it. IMAGE may be in any
+# format qemu reads: lab/image's qcow2, or its conversions (vmdk, vdi).
+lab_layer() {
+    local format
+    format=$(qemu-img info --output=json "$1" | sed -n 's/.*"format": "\([a-z0-9]*\)".*/\1/p' | head -n 1)
+    qemu-img create -q -f qcow2 -b "$1" -F "$format" "$2"
+}
+
 # The GID table index of IPV4's RoCE v2 GID (::ffff:IPV4) on DEV's PORT, as ibv_rc_pingpong's
 # -g wants it; with IPV4 empty, the first IPv4 one. rxe fills the table from the netdev's
 # addresses, so the index depends on which addresses the interface has and in what order:

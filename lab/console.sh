@@ -1,18 +1,19 @@
 # shellcheck shell=bash disable=SC2034,SC2154 # sourced: $job comes from the script, DEV and GID go back to it
-# Sourced (after lab/common.sh) by lab/image-test, lab/pair-test and lab/cloud-test: boots
-# disk images under qemu and drives their serial consoles the way a person at the terminal
-# would — waits for a prompt, types a line, reads what came back; or reaches them over SSH. One VM may have several consoles (ttyS0,
-# ttyS1, ...), and several VMs may run at once; each console has a name, and expect, run
-# and login act on the one console_use chose.
+# Sourced (after lab/common.sh) by lab/image-test, lab/pair-test, lab/class-test and
+# lab/cloud-test: the one way they boot disk images under qemu (on copy-on-write layers,
+# lab_layer), and drive their serial consoles the way a person at the terminal would —
+# waits for a prompt, types a line, reads what came back; or reaches them over SSH. One VM
+# may have several consoles (ttyS0, ttyS1, ...), and several VMs may run at once; each
+# console has a name, and expect, run and login act on the one console_use chose.
 #
-# The caller sets $job (a directory of its own: FIFOs, console logs) and LAB_CONSOLE_ME
-# (its name, for messages), and calls vm_cleanup from its EXIT trap.
+# The caller runs lab_image_accel, sets $job (a directory of its own: FIFOs, console logs)
+# and LAB_CONSOLE_ME (its name, for messages), and calls vm_cleanup from its EXIT trap.
 
 declare -A VM_PID=() VM_MON=() VM_MON_READER=() CON_FD=() CON_FROM=() CON_READER=() CON_VM=() CON_START=() CON_T=() CON_CMD=()
 CON=
 
-# vm_boot VM "CONSOLE..." QEMU_ARGS...: starts qemu with QEMU_ARGS, one serial port per
-# console name (the first is ttyS0) and a monitor. Each serial port is a pair of FIFOs
+# vm_boot VM "CONSOLE..." QEMU_ARGS...: starts qemu with the accelerator lab_image_accel
+# chose, QEMU_ARGS, one serial port per console name (the first is ttyS0) and a monitor. Each serial port is a pair of FIFOs
 # (qemu's pipe chardev): we type into NAME.serial.in and read the console from
 # NAME.serial.out into $job/NAME.console; the monitor likewise, to press the power button.
 vm_boot() {
@@ -26,7 +27,7 @@ vm_boot() {
         mkfifo "$job/$c.serial.in" "$job/$c.serial.out"
         serial+=(-chardev "pipe,id=s_$c,path=$job/$c.serial" -serial "chardev:s_$c")
     done
-    qemu-system-x86_64 "${LAB_QEMU_BASE[@]}" "$@" "${serial[@]}" \
+    qemu-system-x86_64 "${LAB_QEMU_BASE[@]}" "${LAB_IMAGE_ACCEL[@]}" "$@" "${serial[@]}" \
         -chardev "pipe,id=m_$vm,path=$job/$vm.mon" -mon "chardev=m_$vm,mode=readline" \
         </dev/null >"$job/$vm.qemu.log" 2>&1 &
     VM_PID[$vm]=$!
