@@ -192,24 +192,20 @@ ssh_free_port() {
 # ssh_run VM USER CMD: CMD over SSH as USER, in a login shell (as the student's own login:
 # /etc/profile.d gives the steps RDMA_DEVICE and RDMA_GID_INDEX); sets OUT (stdout and
 # stderr) and RC.
-ssh_run() {
-    local vm=$1 user=$2
-    shift 2
-    RC=0
-    OUT=$(ssh "${SSH_OPTS[@]}" -o BatchMode=yes -i "$job/key" -p "${SSH_PORT[$vm]}" "$user@127.0.0.1" "bash -lc $(printf %q "$*")" 2>&1 </dev/null) || RC=$?
-    printf '%s\n' "$OUT" | sed "s/^/    $vm $user| /" >&2
-    echo "$LAB_CONSOLE_ME:   $vm $user '$*': exit $RC" >&2
-}
+ssh_run() { ssh_as login "$@"; }
 # ssh_plain VM USER CMD...: as ssh_run, but CMD goes to sshd as it is, the way scripts,
 # editors' remote runners and `ssh vm CMD` send it: the user's shell runs it as a
 # non-login shell, which reads no /etc/profile.d.
-ssh_plain() {
-    local vm=$1 user=$2
-    shift 2
+ssh_plain() { ssh_as plain "$@"; }
+ssh_as() {
+    local how=$1 vm=$2 user=$3 cmd said=''
+    shift 3
+    cmd=$*
+    if [ "$how" = login ]; then cmd="bash -lc $(printf %q "$*")"; else said=' (no login shell)'; fi
     RC=0
-    OUT=$(ssh "${SSH_OPTS[@]}" -o BatchMode=yes -i "$job/key" -p "${SSH_PORT[$vm]}" "$user@127.0.0.1" "$*" 2>&1 </dev/null) || RC=$?
+    OUT=$(ssh "${SSH_OPTS[@]}" -o BatchMode=yes -i "$job/key" -p "${SSH_PORT[$vm]}" "$user@127.0.0.1" "$cmd" 2>&1 </dev/null) || RC=$?
     printf '%s\n' "$OUT" | sed "s/^/    $vm $user| /" >&2
-    echo "$LAB_CONSOLE_ME:   $vm $user (no login shell) '$*': exit $RC" >&2
+    echo "$LAB_CONSOLE_ME:   $vm $user$said '$*': exit $RC" >&2
 }
 # wait_ssh VM USER TIMEOUT: until the key logs in as USER (sshd is up and cloud-init has put
 # the key there), or fails after TIMEOUT seconds or when the VM stops.
