@@ -4,9 +4,9 @@
 //! of one of them, and one more handed in as a student does, `lab/submit --to` a git
 //! remote (the reference's stage, which fails its student's variant), all graded by `lab/grade`: built on the host, run in one lab VM boot, each sealed.
 //! Every verdict and flag must be the one intended — the forged all-pass self-check changes
-//! nothing, no hostile hand-in changes a classmate's — and every report must parse:
-//! JUnit with its provenance, the Moodle CSV, Gradescope's results.json (`grade report`
-//! checks each against its schema). Run it under the machine's VM lock:
+//! nothing, no hostile hand-in changes a classmate's — and every report must be there:
+//! JUnit with its provenance (parsed), the Moodle CSV (parsed), Gradescope's results.json
+//! (a serde type holds its format: xtask's unit tests). Run it under the machine's VM lock:
 //! `flock /tmp/vm.lock cargo test --test host_vms grade::`.
 
 use std::path::{Path, PathBuf};
