@@ -9,18 +9,39 @@
 
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde::Deserialize;
 
 use super::intake::valid_name;
 use super::io;
-use super::reports::GradescopeResults;
+use super::reports::{ExtraData, GradescopeResults, Submitter};
 
-/// The grader's NAME for the submission's first user, and who they are as Gradescope says
-/// (`Name <email>`, and Gradescope's user id).
-pub(crate) fn student(metadata: &str) -> Result<(String, Value), String> {
-    let metadata: Value = serde_json::from_str(metadata).map_err(|e| format!("not JSON: {e}"))?;
-    let user = metadata["users"].get(0).ok_or("no `users` in the submission metadata")?;
-    let email = user["email"].as_str().filter(|e| e.contains('@')).ok_or("the first user has no email")?;
+/// What the grader reads of the submission metadata: the submission's id and its users
+/// (the page's other fields, the assignment and the previous submissions, are left out).
+/// The ids are only copied into the results ([`Submitter`]): one missing is null there.
+#[derive(Deserialize)]
+struct Metadata {
+    #[serde(default)]
+    id: serde_json::Value,
+    #[serde(default)]
+    users: Vec<User>,
+}
+
+/// One user of [`Metadata`], `{email, id, name}`; a missing (or null) email or name is
+/// left for [`student`] to judge.
+#[derive(Deserialize)]
+struct User {
+    email: Option<String>,
+    #[serde(default)]
+    id: serde_json::Value,
+    name: Option<String>,
+}
+
+/// The grader's NAME for the submission's first user, and who they are as Gradescope says.
+pub(crate) fn student(metadata: &str) -> Result<(String, Submitter), String> {
+    let metadata: Metadata =
+        serde_json::from_str(metadata).map_err(|e| format!("not Gradescope's submission metadata: {e}"))?;
+    let user = metadata.users.into_iter().next().ok_or("no `users` in the submission metadata")?;
+    let email = user.email.filter(|e| e.contains('@')).ok_or("the first user has no email")?;
     let local = email.split('@').next().unwrap_or_default();
     let mut name: String =
         local.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
@@ -31,21 +52,20 @@ pub(crate) fn student(metadata: &str) -> Result<(String, Value), String> {
     if !valid_name(&name) {
         return Err(format!("`{email}` makes no student's name"));
     }
-    let who = json!({
-        "name": user["name"].as_str().unwrap_or_default(),
-        "email": email,
-        "gradescope_user_id": user["id"],
-        "submission_id": metadata["id"],
-    });
+    let who = Submitter {
+        name: user.name.unwrap_or_default(),
+        email,
+        gradescope_user_id: user.id,
+        submission_id: metadata.id,
+    };
     Ok((name, who))
 }
 
 /// `results` (a results.json) saying whom it graded, still Gradescope's format.
-pub(crate) fn stamp(results: &str, name: &str, who: &Value) -> Result<String, String> {
+pub(crate) fn stamp(results: &str, name: &str, who: &Submitter) -> Result<String, String> {
     let mut results = GradescopeResults::parse(results)?;
-    let (full, email) = (who["name"].as_str().unwrap_or_default(), who["email"].as_str().unwrap_or_default());
-    results.output = format!("Graded for {full} <{email}> (as `{name}`): {}", results.output);
-    results.extra_data = Some(json!({ "student": who }));
+    results.output = format!("Graded for {} <{}> (as `{name}`): {}", who.name, who.email, results.output);
+    results.extra_data = Some(ExtraData { student: who.clone() });
     Ok(results.to_text())
 }
 
@@ -96,11 +116,26 @@ mod tests {
     fn the_student_is_gradescopes_first_user() {
         let (name, who) = student(METADATA).unwrap();
         assert_eq!(name, "student");
-        assert_eq!((who["name"].as_str(), who["gradescope_user_id"].as_u64()), (Some("Student User"), Some(1234)));
+        assert_eq!(
+            who,
+            Submitter {
+                email: "student@example.com".into(),
+                gradescope_user_id: 1234.into(),
+                name: "Student User".into(),
+                submission_id: 123456.into(),
+            }
+        );
         let odd = METADATA.replace("student@example.com", ".ada+rdma@example.com");
         assert_eq!(student(&odd).unwrap().0, "s_ada_rdma");
         assert!(student(&METADATA.replace("student@example.com", "nobody")).is_err());
         assert!(student(r#"{"users": []}"#).unwrap_err().contains("no `users`"));
+        assert!(student(r#"{"users": [{"name": "No Mail"}]}"#).unwrap_err().contains("no email"));
+        // Only the email is needed; what else is missing is null or empty in the results.
+        let (_, bare) = student(r#"{"users": [{"email": "bare@example.com", "name": null}]}"#).unwrap();
+        assert_eq!(
+            (bare.name.as_str(), bare.gradescope_user_id.is_null(), bare.submission_id.is_null()),
+            ("", true, true)
+        );
     }
 
     #[test]
@@ -114,12 +149,23 @@ mod tests {
         });
         let bins = ["05_modify_qp_rtr".to_string(), "05_modify_qp_rtr".into()];
         let results = super::super::reports::gradescope_json(&verdicts, &bins);
-        let stamped: Value = serde_json::from_str(&stamp(&results, &name, &who).unwrap()).unwrap();
+        let stamped = stamp(&results, &name, &who).unwrap();
+        let read = GradescopeResults::parse(&stamped).unwrap();
         assert_eq!(
-            stamped["output"],
+            read.output,
             "Graded for Student User <student@example.com> (as `student`): 1 of 2 steps behave like the reference"
         );
-        assert_eq!(stamped["extra_data"]["student"]["email"], "student@example.com");
-        assert_eq!(stamped["score"], 1);
+        assert_eq!((read.score, read.extra_data), (1, Some(ExtraData { student: who })));
+        let extra_data = r#"  "extra_data": {
+    "student": {
+      "email": "student@example.com",
+      "gradescope_user_id": 1234,
+      "name": "Student User",
+      "submission_id": 123456
+    }
+  }
+}
+"#;
+        assert!(stamped.ends_with(extra_data), "{stamped}");
     }
 }

@@ -60,7 +60,27 @@ pub(crate) struct GradescopeResults {
     pub(crate) tests: Vec<GradescopeTest>,
     /// Who was graded, once `grade gradescope-student` has stamped it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) extra_data: Option<serde_json::Value>,
+    pub(crate) extra_data: Option<ExtraData>,
+}
+
+/// The results' `extra_data`, which Gradescope stores as it is (any object, its specification
+/// says): whom this grader graded.
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExtraData {
+    pub(crate) student: Submitter,
+}
+
+/// A submission's first user as Gradescope's submission metadata names them. The two ids
+/// are passed on as the metadata writes them (numbers in its documentation): the grader
+/// only copies them, and an id of another shape is no reason to fail a student's grading.
+#[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Submitter {
+    pub(crate) email: String,
+    pub(crate) gradescope_user_id: serde_json::Value,
+    pub(crate) name: String,
+    pub(crate) submission_id: serde_json::Value,
 }
 
 /// One test of [`GradescopeResults`]: a step graded.
@@ -424,9 +444,9 @@ mod tests {
         let bob = read("junit/bob.xml");
         assert!(bob.contains("failures=\"1\""), "{bob}");
         assert!(bob.contains("FLAGGED: exercises/05_modify_qp_rtr.rs is token for token the same as alice's"), "{bob}");
-        let gradescope: serde_json::Value = serde_json::from_str(&read("gradescope/alice/results.json")).unwrap();
-        assert_eq!(gradescope["score"], 1);
-        assert!(gradescope["tests"][0]["output"].as_str().unwrap().contains("FLAGGED: "), "{gradescope}");
+        let gradescope = GradescopeResults::parse(&read("gradescope/alice/results.json")).unwrap();
+        assert_eq!(gradescope.score, 1);
+        assert!(gradescope.tests[0].output.contains("FLAGGED: "), "{gradescope:?}");
         let moodle = read("moodle.csv");
         assert!(
             moodle.contains("\n\"alice\",1,1,\"FLAGGED: exercises/05_modify_qp_rtr.rs is token for token"),
