@@ -28,7 +28,10 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 # What the scripts read of the machine they run on: which system it is, and its RDMA
 # devices. The no-device tests (tests/no_device/lab_scripts.rs) point these at a pretend
 # Ubuntu or a pretend rxe0, which needs no namespace, so they run in a chroot or an
-# unprivileged container too. Setup only: the grader's verdicts read neither.
+# unprivileged container too. They steer setup and where a command runs (lab/provision,
+# lab/walkthrough, lab/run, lab_roce_gid_index), never a verdict: lab/grade always boots
+# the VM (LAB_VM=1), and lab/run passes neither into it (a job gets an allow-list of the
+# caller's environment).
 LAB_OS_RELEASE=${LAB_OS_RELEASE:-/etc/os-release}
 LAB_SYS_RDMA=${LAB_SYS_RDMA:-/sys/class/infiniband}
 
