@@ -174,6 +174,7 @@ impl Watch {
                     just_ended.push(i);
                 }
             }
+            let ended_now = !just_ended.is_empty();
             for i in just_ended {
                 let failed = !procs[i].ended.flatten().is_some_and(|s| s.success());
                 let cut = after_failure.filter(|(role, _)| failed && *role == procs[i].role).map(|(_, grace)| grace);
@@ -186,6 +187,11 @@ impl Watch {
                         p.deadline = p.deadline.min(now + grace);
                     }
                 }
+            }
+            if ended_now {
+                // What an ending changed (a deadline, what is enough) is looked at now, not
+                // at the next deadline: a C peer that has done its part is stopped at once.
+                continue;
             }
             let live: Vec<&Proc> = procs.iter().filter(|p| p.ended.is_none()).collect();
             let Some(next) = live.iter().map(|p| p.deadline).min() else { break };
