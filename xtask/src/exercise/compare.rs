@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::Picks;
@@ -248,28 +249,25 @@ fn indent(text: &str) -> String {
 }
 
 /// The reference's runs of one step, made once and compared with every program graded
-/// against it: once a check for `lab/check`, once a class for `cargo xtask grade`.
+/// against it: once a check for `lab/check`, once a class for `cargo xtask grade` (whose
+/// files are graded several at a time: each run is made once, whoever asks first).
 pub(crate) struct ReferenceRuns {
     step: Exercise,
     reference: String,
-    runs: Vec<Option<RunResult>>,
+    runs: Vec<OnceLock<RunResult>>,
 }
 
 impl ReferenceRuns {
     /// The runs of step `nn`, `reference` its binary; none is made before it is needed.
     pub(crate) fn new(nn: &str, reference: &str) -> Result<Self, String> {
         let step = step(nn)?;
-        let runs = runs(&step).iter().map(|_| None).collect();
+        let runs = runs(&step).iter().map(|_| OnceLock::new()).collect();
         Ok(ReferenceRuns { step, reference: reference.to_string(), runs })
-    }
-
-    pub(crate) fn nn(&self) -> &str {
-        &self.step.nn
     }
 
     /// Makes every run now (a class's grader bounds the students' runs by these); the
     /// slowest one's time.
-    pub(crate) fn run_all(&mut self) -> Duration {
+    pub(crate) fn run_all(&self) -> Duration {
         (0..self.runs.len())
             .map(|n| {
                 let t = Instant::now();
@@ -281,10 +279,11 @@ impl ReferenceRuns {
     }
 
     /// Run `n`, made the first time it is asked for.
-    fn run(&mut self, n: usize) -> &RunResult {
-        let (extra, side) = runs(&self.step).swap_remove(n);
-        let (step, reference) = (&self.step, &self.reference);
-        self.runs[n].get_or_insert_with(|| run_once(step, reference, reference, &extra, side))
+    fn run(&self, n: usize) -> &RunResult {
+        self.runs[n].get_or_init(|| {
+            let (extra, side) = runs(&self.step).swap_remove(n);
+            run_once(&self.step, &self.reference, &self.reference, &extra, side)
+        })
     }
 }
 
@@ -292,7 +291,7 @@ impl ReferenceRuns {
 /// first difference. With `student`, their variant of the step (if it has one) is applied to
 /// the reference's trace: their program must print its values in their fields.
 pub(crate) fn grade(
-    refs: &mut ReferenceRuns,
+    refs: &ReferenceRuns,
     program: &str,
     source: &str,
     student: Option<&str>,
@@ -366,7 +365,7 @@ pub(super) fn grade_cmd(cases: &[String], results: Option<&Path>, student: Optio
             }
         };
         let reference = reference_dir.join(&step.bin);
-        let mut refs = match ReferenceRuns::new(nn, &reference.to_string_lossy()) {
+        let refs = match ReferenceRuns::new(nn, &reference.to_string_lossy()) {
             Ok(refs) => refs,
             Err(e) => {
                 eprintln!("exercise: {e}");
@@ -379,7 +378,7 @@ pub(super) fn grade_cmd(cases: &[String], results: Option<&Path>, student: Optio
             println!("   {}'s variant: {}", v.name, v.id());
         }
         let start = Instant::now();
-        let verdict = grade(&mut refs, program, source, student);
+        let verdict = grade(&refs, program, source, student);
         let seconds = start.elapsed().as_secs_f64();
         match &verdict {
             Ok(summary) => println!("PASS {}: {summary} ({seconds:.1} s)", step.nn),

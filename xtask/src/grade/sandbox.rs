@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 
 /// The account every student's build runs as, in its user namespace on the host.
 pub(crate) const BUILD_UID: u32 = 64000;
-/// Student `i` (of this grading run) runs as `FIRST_RUN_UID + i`.
+/// The `j`th file of this grading run (student by student, step by step) runs as
+/// `FIRST_RUN_UID + j`.
 pub(crate) const FIRST_RUN_UID: u32 = 64001;
 
 /// What one sandboxed process may use.
@@ -445,13 +446,13 @@ pub(crate) fn kill_all(uid: u32) {
 /// the device it is told to use and how to print; nothing of the grader's own.
 const PASSED_ENV: [&str; 5] = ["NO_COLOR", "RDMA_DEVICE", "RDMA_IB_PORT", "RDMA_GID_INDEX", "RUST_BACKTRACE"];
 
-/// A shell script at `at` that runs `program` sealed and bounded as `uid` (through `grade
-/// bounded`): what the exercise grader runs in place of the student's binary.
-pub(crate) fn wrapper(at: &Path, uid: u32, seconds: u64, program: &Path) -> Result<(), String> {
+/// A shell script at `at` that runs `program` sealed and bounded as `uid` (through `tool
+/// grade bounded`, `tool` this grader): what the exercise grader runs in place of the
+/// student's binary.
+pub(crate) fn wrapper(at: &Path, tool: &Path, uid: u32, seconds: u64, program: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
-    let tool = std::env::current_exe().map_err(|e| format!("where is this grader? {e}"))?;
     let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
-    let script = format!("#!/bin/sh\nexec {} grade bounded {uid} {seconds} {} \"$@\"\n", quote(&tool), quote(program));
+    let script = format!("#!/bin/sh\nexec {} grade bounded {uid} {seconds} {} \"$@\"\n", quote(tool), quote(program));
     std::fs::write(at, script).map_err(|e| format!("{}: {e}", at.display()))?;
     std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).map_err(|e| format!("{}: {e}", at.display()))
 }
