@@ -75,7 +75,7 @@ pub(crate) use holes::exercise_text;
 use holes::{generate_cmd, holes_cmd};
 pub(crate) use report::{append_result, junit_errors_xml, junit_xml, parse_results, Verdict};
 use report::{junit_cmd, verdict_cmd};
-pub(crate) use run::DEADLINE;
+pub(crate) use run::{DEADLINE, PEER_TIMEOUT};
 pub(crate) use student_crate::{class_crate, class_workspace};
 use student_crate::{exercise_bin, exercise_crate};
 pub(crate) use variant::Variant;

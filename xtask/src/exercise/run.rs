@@ -10,8 +10,9 @@ use super::{Exercise, Partner};
 
 /// How long one program may take before it is killed and the check fails.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
-/// Our programs give up waiting for their peer after this (`--timeout`).
-const PEER_TIMEOUT: &str = "10";
+/// Our programs give up waiting for their peer after this (`--timeout`): a run that works
+/// takes 1-3 s under emulation, and one that waits for a peer gone wrong waits this long.
+pub(crate) const PEER_TIMEOUT: u64 = 5;
 
 /// What one process did.
 pub(super) struct Ran {
@@ -77,7 +78,7 @@ pub(super) fn run_once(
     };
     let ours_role = side.unwrap_or(Role::Client);
     let mut run = if ours_role == Role::Server { run.client(peer) } else { run.server(peer) };
-    run = run.ours_flags(&["--timeout", PEER_TIMEOUT]);
+    run = run.ours_flags(&["--timeout", &PEER_TIMEOUT.to_string()]);
     if step.cm {
         // rping's flags: three validated pings.
         run = run.flags(&["-C", "3", "-V"]);

@@ -56,7 +56,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::exercise::{self, append_result, class_crate, class_workspace, ReferenceRuns, DEADLINE};
+use crate::exercise::{self, append_result, class_crate, class_workspace, ReferenceRuns, DEADLINE, PEER_TIMEOUT};
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{}: {e}", path.display())
@@ -295,8 +295,8 @@ fn build_errors(log: &str, build: &Path, student: &Path, bin: &str) -> String {
 /// but working program has room.
 const BOUND_FACTOR: f64 = 4.0;
 /// … and at least this long (s): longer than our programs wait for a peer that never comes
-/// (`--timeout 10`), so such a program still says so itself.
-const BOUND_FLOOR: u64 = 15;
+/// ([`PEER_TIMEOUT`]), so such a program still says so itself.
+const BOUND_FLOOR: u64 = PEER_TIMEOUT + 3;
 
 /// The exit status of `grade vm` when the reference itself failed: the device or the lab
 /// is broken, and lab/grade boots again rather than fail a student.
