@@ -29,7 +29,7 @@ mod xml;
 pub use book::{book_output, book_output_dir, iwarp_output_dir};
 pub use csv::csv_fields;
 pub use device::{device, device_args, device_lock, kernel_version, require_device, running_kernel, Device};
-pub use ports::{tcp_port, tcp_ports, TCP_PORTS};
+pub use ports::{release, tcp_port, tcp_ports, TCP_PORTS};
 #[cfg(feature = "redact")]
 pub use redact::{redact, redact_packet, redact_sections, rules, Kind, Pass, Picks, DEVICE_VALUES, RULES};
 pub use run::{args, assert_ok, run, spawn, spawn_as, stdout, wait, TIMEOUT};

@@ -28,7 +28,7 @@ mod link;
 mod watch;
 
 use crate::cm::{cm_addr, cm_listening};
-use crate::{device, root, spawn_as, tcp_port, Roles, Step, TIMEOUT};
+use crate::{device, release, root, spawn_as, tcp_port, Roles, Step, TIMEOUT};
 pub use command::{DeviceFlags, Meeting, Player};
 pub use link::peer_link_port;
 use link::{accept_link, link_listener, link_to};
@@ -333,6 +333,10 @@ impl Run {
         // Our end: the other runner's watch sees the peer link close.
         if let Some(l) = link {
             let _ = l.shutdown(Shutdown::Both);
+        }
+        // Every process of the run has ended: a port of testkit's is given back.
+        if self.port.is_none() && at.port != 0 {
+            release(at.port);
         }
         Ok(procs.into_iter().map(Proc::into_ran).collect())
     }
