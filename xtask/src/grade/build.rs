@@ -99,6 +99,32 @@ fn log_of(class: &Path, key: &str) -> PathBuf {
     class.join("built").join(format!("{key}.log"))
 }
 
+/// CLASS/host-builds: whether this host builds the students' files while the lab VM runs
+/// those already built (lab/grade starts both at once). `grade build` writes its first line,
+/// `host` or `vm` (it cannot: the VM builds them); lab/grade adds `ended STATUS` when `grade
+/// build` has ended, however it ended.
+fn host_builds_file(class: &Path) -> PathBuf {
+    class.join("host-builds")
+}
+
+/// Whether the host builds the files beside the VM (see [`host_builds_file`]).
+pub(super) fn host_builds(class: &Path) -> bool {
+    std::fs::read_to_string(host_builds_file(class)).is_ok_and(|t| t.lines().next() == Some("host"))
+}
+
+/// Whether the host's builds have ended (see [`host_builds_file`]).
+pub(super) fn host_ended(class: &Path) -> bool {
+    std::fs::read_to_string(host_builds_file(class)).is_ok_and(|t| t.lines().any(|l| l.starts_with("ended ")))
+}
+
+/// Writes `text` to `path` whole or not at all (a temporary file, renamed): the VM reads
+/// what the host builds while it builds.
+fn write_whole(path: &Path, text: &[u8]) -> Result<(), String> {
+    let part = path.with_extension("part");
+    std::fs::write(&part, text).map_err(io(&part))?;
+    std::fs::rename(&part, path).map_err(io(path))
+}
+
 /// What the build of file `key` said: `None` when it built, else the compiler's messages,
 /// or the bound it hit (`the build was stopped: …`).
 pub(super) fn built(class: &Path, key: &str) -> Result<Option<String>, String> {
@@ -121,15 +147,17 @@ pub(super) enum Place {
 
 /// `grade build CLASS [--build-seconds N]` (host): builds the files of the students not
 /// graded yet ([`build_files`]) on this host, or, when it cannot give a build a user
-/// namespace of its own, says so and leaves them to `grade vm`.
+/// namespace of its own, says so and leaves them to `grade vm`; says which in
+/// CLASS/host-builds first.
 pub(super) fn build_cmd(class: &Path, limits: &Limits) -> Result<(), String> {
     if let Err(why) = sandbox::user_namespaces() {
         eprintln!(
             "grade: this machine cannot give a build a user namespace of its own ({why}): the lab VM \
              builds the files instead, each sealed as its runs are, under emulation (7-60 s a file)"
         );
-        return Ok(());
+        return write_whole(&host_builds_file(class), b"vm\n");
     }
+    write_whole(&host_builds_file(class), b"host\n")?;
     build_files(class, limits, Place::Host)
 }
 
@@ -200,15 +228,16 @@ pub(super) fn build_files(class: &Path, limits: &Limits, place: Place) -> Result
         let (record, verdict) = match ended.bound(limits) {
             Some(why) => (Some(format!("the build was stopped: {why}\n{messages}")), ", stopped by its bound"),
             None if ended == Ended::Status(0) => {
-                let program = class.join("target/debug").join(format!("grade-{}", step.bin));
-                std::fs::copy(&program, bins.join(key)).map_err(io(&program))?;
+                let (program, part) =
+                    (class.join("target/debug").join(format!("grade-{}", step.bin)), bins.join(format!("{key}.part")));
+                std::fs::copy(&program, &part).map_err(io(&program))?;
+                std::fs::rename(&part, bins.join(key)).map_err(io(&part))?;
                 (None, "")
             }
             None => (Some(messages), ", does not compile"),
         };
         if let Some(record) = record {
-            let path = log_of(class, key);
-            std::fs::write(&path, record).map_err(io(&path))?;
+            write_whole(&log_of(class, key), record.as_bytes())?;
         }
         eprintln!("grade: [{}/{}] built {key} ({:.1} s{verdict})", i + 1, files.len(), t.elapsed().as_secs_f64());
     }

@@ -323,7 +323,8 @@ fn pending_files(class: &Path) -> Result<Vec<(String, testkit::Step)>, String> {
 
 /// `grade vm CLASS [--build-seconds N]` (root, in the lab VM): grades the pending students'
 /// files, several at a time (see [`workers`]), each run as an account of its own, the files
-/// built by `grade build` (or here, each build bounded by N s, when the host could not).
+/// built by `grade build` on the host meanwhile (or here first, each build bounded by N s,
+/// when the host does not: see `build::host_builds`).
 fn vm_cmd(class: &Path, build: &sandbox::Limits) -> Result<ExitCode, String> {
     testkit::require_device();
     let steps = graded_steps(class)?;
@@ -333,7 +334,9 @@ fn vm_cmd(class: &Path, build: &sandbox::Limits) -> Result<ExitCode, String> {
     }
     sandbox::cgroups()?;
     let start = Instant::now();
-    build::build_files(class, build, build::Place::Vm)?;
+    if !build::host_builds(class) {
+        build::build_files(class, build, build::Place::Vm)?;
+    }
     let code = grade_students(class, &steps, &pending)?;
     eprintln!("grade: {} students graded in {:.0} s", pending.len(), start.elapsed().as_secs_f64());
     Ok(code)
@@ -411,14 +414,11 @@ fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> 
         next: AtomicUsize::new(0),
         broken: Mutex::new(None),
     };
-    // The reference's runs of every step a file will run in, first and one after the
-    // other: the bounds are measured without a neighbour.
+    // The reference's runs of every step a file was handed in for (built or not: the host
+    // may still be building it), first and one after the other: the bounds are measured
+    // without a neighbour.
     for (k, step) in steps.iter().enumerate() {
-        let runs = |h: &Vec<(String, String)>| {
-            file_sha(h, &step.bin)
-                .is_some_and(|sha| build::built(class, &file_key(&sha, &step.bin)).is_ok_and(|m| m.is_none()))
-        };
-        if grading.handins.iter().any(runs) {
+        if grading.handins.iter().any(|h| file_sha(h, &step.bin).is_some()) {
             grading.reference(k)?;
         }
     }
@@ -494,7 +494,7 @@ impl Grading<'_> {
         let (name, step, handin) = (&self.pending[i], &self.steps[k], &self.handins[i]);
         let sha = file_sha(handin, &step.bin);
         let key = file_key(sha.as_deref().unwrap_or_default(), &step.bin);
-        let compiled = if sha.is_some() { build::built(self.class, &key)? } else { None };
+        let compiled = if sha.is_some() { self.built(&key)? } else { None };
         let build_dir = self.class.join("build");
         let verdict = if let Some((_, e)) = handin.iter().find(|(k, _)| k == "handin_error") {
             Err(format!("the hand-in could not be taken: {e}"))
@@ -525,6 +525,20 @@ impl Grading<'_> {
             return Ok((verdict, (!here).then_some(first)));
         };
         Ok((verdict, None))
+    }
+
+    /// What the build of file `key` said ([`build::built`]), once it is built: when the host
+    /// builds the files while the VM runs them, in the order the VM takes them, a file may
+    /// not be built yet.
+    fn built(&self, key: &str) -> Result<Option<String>, String> {
+        let beside = build::host_builds(self.class);
+        loop {
+            let ended = !beside || build::host_ended(self.class);
+            match build::built(self.class, key) {
+                Err(_) if !ended => std::thread::sleep(std::time::Duration::from_millis(100)),
+                said => return said,
+            }
+        }
     }
 
     /// Runs student `name`'s program of step `k` (CLASS/bins/KEY), from the VM's memory,
