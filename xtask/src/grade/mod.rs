@@ -390,13 +390,13 @@ struct Grading<'a> {
 /// share one and nothing a run leaves under its account meets another student's), each
 /// student's verdicts written in step order once all are in.
 fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> Result<ExitCode, String> {
-    let reference_dir =
-        std::env::current_exe().map_err(|e| e.to_string())?.parent().expect("in a directory").to_path_buf();
+    // The reference's steps are built beside the grader (target/debug/).
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let reference_dir = exe.parent().expect("in a directory").to_path_buf();
     for dir in [class.join("sandbox"), class.join("results"), PathBuf::from(PROGRAMS)] {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     }
     let tool = Path::new(PROGRAMS).join("xtask");
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     std::fs::copy(&exe, &tool).map_err(io(&tool))?;
     for name in pending {
         let _ = std::fs::remove_file(class.join("results").join(format!("{name}.tsv.partial")));
