@@ -352,8 +352,13 @@ pub(crate) fn grade(
 
 pub(super) fn grade_cmd(cases: &[String], results: Option<&Path>, student: Option<&str>) -> ExitCode {
     common::require_device();
-    // The reference steps are built beside this binary (target/debug/).
-    let reference_dir = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
+    let reference_dir = match super::reference_dir() {
+        Ok(dir) => dir,
+        Err(e) => {
+            eprintln!("exercise: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut failed = 0;
     for case in cases.chunks(3) {
         let (nn, program, source) = (&case[0], &case[1], &case[2]);

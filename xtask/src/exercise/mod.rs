@@ -141,6 +141,20 @@ pub(crate) fn root() -> Result<PathBuf, String> {
     common::find_root()
 }
 
+/// Where the reference's steps are: built by `cargo build` beside the debug tool,
+/// `target/debug/`. The class grader runs a release build of the tool (lab/grade: under
+/// emulation its runner and its `grade bounded`, started for every run, cost a sixth of a
+/// class's time in debug), and grades against the same debug steps the students' own
+/// checks run.
+pub(crate) fn reference_dir() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("the tool's own path: {e}"))?;
+    let dir = exe.parent().ok_or("the tool's own path has no directory")?;
+    Ok(match dir.file_name() {
+        Some(name) if name == "release" => dir.with_file_name("debug"),
+        _ => dir.to_path_buf(),
+    })
+}
+
 /// `args` without its `--as NAME`, and NAME (whose variant: see `variant`).
 fn student_arg(args: &[String]) -> Result<(Vec<String>, Option<String>), String> {
     let Some(at) = args.iter().position(|a| a == "--as") else { return Ok((args.to_vec(), None)) };

@@ -390,9 +390,8 @@ struct Grading<'a> {
 /// share one and nothing a run leaves under its account meets another student's), each
 /// student's verdicts written in step order once all are in.
 fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> Result<ExitCode, String> {
-    // The reference's steps are built beside the grader (target/debug/).
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let reference_dir = exe.parent().expect("in a directory").to_path_buf();
+    let reference_dir = exercise::reference_dir()?;
     for dir in [class.join("sandbox"), class.join("results"), PathBuf::from(PROGRAMS)] {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     }
