@@ -49,7 +49,7 @@ fn main() -> std::process::ExitCode {
         let peer = Datagrams::connect(&q, &dev, &pd, &args.peer(), &local, args.sl, UD_QKEY)?;
         let stats = pingpong_with(args.role(), &q, &mut mr, opts, &peer)?;
         print_stats(&stats);
-        show_grh(&mr);
+        show_grh(&mr, stats.last_recv_flags);
         // ANCHOR_END: new_loop
         Ok(())
     })

@@ -120,7 +120,7 @@ fn run_step(
     let peer = connect(&s.q, &s.dev, &s.pd, &local)?;
     let stats = pingpong_with(args.role(), &s.q, &mut s.mr, opts, &peer)?;
     print_stats(&stats);
-    show_grh(&s.mr);
+    show_grh(&s.mr, stats.last_recv_flags);
     Ok(())
 }
 

@@ -48,7 +48,7 @@ use crate::role::Role;
 use crate::stages::create_qp::Queues;
 use crate::stages::post_send::{post_recv, post_send, PINGPONG_RECV_WRID, PINGPONG_SEND_WRID};
 use crate::trace;
-use crate::verbs::{self, ibv_wc, page_size, CompChannel, Cq, Mr, Watchdog};
+use crate::verbs::{self, ibv_wc, ibv_wc_flags, page_size, CompChannel, Cq, Mr, Watchdog};
 
 /// The ping-pong's parameters (`-s`, `-r`, `-n`, `-c`).
 #[derive(Debug, Clone, Copy)]
@@ -74,6 +74,8 @@ pub struct Stats {
     pub size: u32,
     /// Messages each way.
     pub iters: u32,
+    /// The `wc_flags` of the last receive that completed ([`Counts::last_recv_flags`]).
+    pub last_recv_flags: Option<ibv_wc_flags>,
 }
 
 /// How the loop posts its work requests: what differs between a connected QP's ping-pong
@@ -205,7 +207,7 @@ pub fn timed(
         check_pattern(&mr.read(0, mr.len()))?;
         trace::event("validate").kv("bytes", mr.len().min(opts.size as usize)).kv("ok", "yes").emit();
     }
-    Ok(Stats { elapsed, size: opts.size, iters: opts.iters })
+    Ok(Stats { elapsed, size: opts.size, iters: opts.iters, last_recv_flags: n.last_recv_flags })
 }
 
 /// rc_pingpong's counters, kept by the caller so that a loop that failed can still say
@@ -218,6 +220,10 @@ pub struct Counts {
     pub rcnt: u32,
     /// CQ events received (`-e`), to ack at the end.
     pub num_cq_events: u32,
+    /// The `wc_flags` of the last receive that completed, `None` before the first: what
+    /// the completion says about its buffer (on a UD QP, `IBV_WC_GRH`: whether the first 40
+    /// bytes hold a GRH; step 11 asks after the loop).
+    pub last_recv_flags: Option<ibv_wc_flags>,
 }
 
 // ANCHOR: loop
@@ -306,6 +312,10 @@ pub fn next_batch(
 
     // How many of its kind completed before: a failure's explanation weighs that.
     check_wcs(cq, &wc[..ne], |wr_id| u64::from(if wr_id == PINGPONG_SEND_WRID { n.scnt } else { n.rcnt }))?;
+    // Once a completion is taken off the CQ it is gone: keep what the last receive's says.
+    if let Some(recv) = wc[..ne].iter().rev().find(|wc| wc.wr_id() == PINGPONG_RECV_WRID) {
+        n.last_recv_flags = Some(recv.wc_flags);
+    }
     Ok(ne)
 }
 // ANCHOR_END: stage

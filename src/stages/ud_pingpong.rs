@@ -21,7 +21,7 @@
 //! had none (`IBV_WC_GRH` in the completion says): how a receiver learns who sent a
 //! datagram. The payload always follows them, so
 //! ud_pingpong registers `size + 40` bytes, receives into all of them and sends from
-//! offset 40. [`show_grh`] decodes the last one.
+//! offset 40. [`show_grh`] decodes the last one, if its completion has the flag.
 
 use std::rc::Rc;
 
@@ -34,8 +34,8 @@ use crate::stages::poll_cq::Post;
 use crate::stages::post_send::{post_recv, PINGPONG_SEND_WRID};
 use crate::trace::{self, Gid, Hex64, Key, Qpn};
 use crate::verbs::{
-    ibv_qp_attr, ibv_qp_attr_mask, ibv_send_wr, ibv_sge, names, Ah, Mr, Pd, Qp, IBV_MTU_1024, IBV_QPS_RTR, IBV_QPS_RTS,
-    IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_WR_SEND,
+    ibv_qp_attr, ibv_qp_attr_mask, ibv_send_wr, ibv_sge, ibv_wc_flags, names, Ah, Mr, Pd, Qp, IBV_MTU_1024,
+    IBV_QPS_RTR, IBV_QPS_RTS, IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_WC_GRH, IBV_WR_SEND,
 };
 use crate::wire::Dest;
 
@@ -184,18 +184,31 @@ fn explain_ah(err: Error, dev: &Device, remote: &Dest) -> Error {
 }
 
 // ANCHOR: grh
-/// Decodes the first 40 bytes of the buffer, the GRH of the last datagram received.
+/// Decodes the first 40 bytes of the buffer, the GRH of the last datagram received, when
+/// that receive's completion says there is one: `flags` is its `wc_flags` (`None` if no
+/// receive completed).
 ///
-/// On InfiniBand and RoCE v1 it is an IBA GRH (IPv6's layout: version 6, payload length,
-/// next header 0x1b, hop limit, source and destination GIDs). On RoCE v2 over IPv4 the
-/// device puts the packet's IPv4 header in bytes 20–39; rxe zeroes bytes 0–19 (its
-/// responder, `rxe_resp.c`, fills a `union rdma_network_hdr`).
+/// Without `IBV_WC_GRH` the 40 bytes are undefined (`ibv_post_recv(3)`): nothing there is
+/// this datagram's, so the flag comes first, as in libibverbs' `ibv_init_ah_from_wc`
+/// (`verbs.c`). On RoCE every datagram comes with a GRH or an IP header, and rxe sets the
+/// flag on every receive it completes to user space (`do_complete` in `rxe_resp.c`); on
+/// InfiniBand a datagram sent through an AH without a GRH (`is_global = 0`) has none.
 ///
-/// It tells the format from the bytes alone. Without a GRH the 40 bytes are undefined
-/// (`ibv_post_recv(3)`), and only the completion's `IBV_WC_GRH` flag says there was one;
-/// rxe sets it on every receive, so here the guess is safe, but a production program
-/// keeps the last receive's `wc_flags` and checks the flag first.
-pub fn show_grh(mr: &Mr) {
+/// Which header it is, only the bytes say. On InfiniBand and RoCE v1 it is an IBA GRH (IPv6's
+/// layout: version 6, payload length, next header 0x1b, hop limit, source and destination
+/// GIDs). On RoCE v2 over IPv4 the device puts the packet's IPv4 header in bytes 20–39;
+/// rxe zeroes bytes 0–19 (its responder, `rxe_resp.c`, fills a `union rdma_network_hdr`),
+/// so their version nibble is not 6. (libibverbs' `get_grh_header_version` does not count
+/// on that: when byte 0 says 6 it checks the IPv4 header's checksum before it believes it.)
+pub fn show_grh(mr: &Mr, flags: Option<ibv_wc_flags>) {
+    let Some(flags) = flags else {
+        trace::event("grh").kv("format", "none (no datagram received)").emit();
+        return;
+    };
+    if flags & IBV_WC_GRH != IBV_WC_GRH {
+        trace::event("grh").kv("format", "none (no IBV_WC_GRH in wc_flags: the 40 bytes are undefined)").emit();
+        return;
+    }
     let grh = mr.read(0, GRH_LEN as usize);
     let be16 = |at: usize| u16::from_be_bytes([grh[at], grh[at + 1]]);
     let ip4 = |at: usize| std::net::Ipv4Addr::new(grh[at], grh[at + 1], grh[at + 2], grh[at + 3]);
@@ -220,7 +233,7 @@ pub fn show_grh(mr: &Mr) {
             .kv("hop_limit", grh[7])
             .emit();
     } else {
-        trace::event("grh").kv("format", "none (no datagram received, or the device wrote no GRH)").emit();
+        trace::event("grh").kv("format", "unknown (IBV_WC_GRH, but neither an IPv6 nor an IPv4 header)").emit();
     }
 }
 // ANCHOR_END: grh

@@ -75,6 +75,7 @@ pub use ibverbs_sys::ibv_wr_opcode::{IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR
 pub use ibverbs_sys::{
     ibv_access_flags, ibv_ah_attr, ibv_device_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_port_attr, ibv_qp_attr,
     ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc,
+    ibv_wc_flags,
 };
 pub use ibverbs_sys::{
     IBV_LINK_LAYER_ETHERNET, IBV_LINK_LAYER_INFINIBAND, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_256, IBV_MTU_4096,
@@ -140,6 +141,10 @@ pub const IBV_ACCESS_REMOTE_READ: ffi::ibv_access_flags = ffi::ibv_access_flags:
 pub const IBV_SEND_SIGNALED: ffi::ibv_send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED;
 /// Copy the payload into the WQE at post time instead of letting the HCA DMA it later.
 pub const IBV_SEND_INLINE: ffi::ibv_send_flags = ffi::ibv_send_flags::IBV_SEND_INLINE;
+
+/// In a UD receive's `wc_flags`: its first 40 bytes hold the datagram's GRH (without the
+/// flag they are undefined).
+pub const IBV_WC_GRH: ibv_wc_flags = ibv_wc_flags::IBV_WC_GRH;
 
 /// An all-zero work completion, to initialise the array `ibv_poll_cq` fills.
 // SAFETY: ibv_wc is a C struct of integers; all-zero is a valid value of every field.
