@@ -98,10 +98,10 @@ impl Srq {
             let post = (*(*srq).context).ops.post_srq_recv.expect("provider without post_srq_recv");
             post(srq, wr, &mut bad_wr)
         };
-        // The man page promises errno's value. rxe's provider before rdma-core v40
-        // returned it negated (-ENOMEM for a full SRQ), and set no errno; v40 fixed it
-        // ("Providers/rxe: Fix bugs in rxe_post_recv"), v44 (Debian 12) returns ENOMEM.
-        // Turn an old provider's negative number round, so both give ENOMEM.
+        // The man page promises errno's value. rxe's provider keeps that promise since
+        // rdma-core v40 (Debian 12 ships v44, Debian 13 v56), but siw's, in both, still
+        // returns it negated and sets no errno (-ENOMEM for a full SRQ, siw_post_srq_recv):
+        // turn a negative error number round, so every provider gives ENOMEM.
         let rc = if rc < -1 { -rc } else { rc };
         check("ibv_post_srq_recv", rc).map_err(|err| self.explain_post(err))
         // ANCHOR_END: c_ibv_post_srq_recv
