@@ -143,8 +143,8 @@ pub(crate) fn root() -> Result<PathBuf, String> {
 
 /// Where the reference's steps are: built by `cargo build` beside the debug tool,
 /// `target/debug/`. The class grader runs a release build of the tool (lab/grade: under
-/// emulation its runner and its `grade bounded`, started for every run, cost a sixth of a
-/// class's time in debug), and grades against the same debug steps the students' own
+/// emulation its runner and its `grade bounded`, started for every run, are much slower
+/// in debug: the instructor's guide, "What a class costs"), and grades against the same debug steps the students' own
 /// checks run.
 pub(crate) fn reference_dir() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("the tool's own path: {e}"))?;
