@@ -1,9 +1,10 @@
 //! The front door: which subcommand, in clap derive, and the rest of the command line handed
 //! to it untouched.
 //!
-//! Each subcommand still parses its own arguments (`exercise`, `grade`, `run`, … in their
-//! modules); this layer only names them, so `cargo xtask` and `cargo xtask --help` list them
-//! and `cargo xtask SUB --help` shows SUB's usage. The usage lines here repeat what each
+//! `grade`, `steps` and `pair-line` have their arguments in clap derive too (`grade`'s in
+//! `grade/cli.rs`); the others still parse their own (`exercise`, `run`, … in their
+//! modules), and this layer only names them, so `cargo xtask` and `cargo xtask --help` list
+//! them and `cargo xtask SUB --help` shows SUB's usage. The usage lines here repeat what each
 //! subcommand prints when its arguments are wrong; `tests/front_door.rs` checks that they
 //! agree.
 
@@ -43,18 +44,7 @@ pub enum Command {
        cargo xtask exercise junit OUT RESULTS")]
     Exercise(Rest),
     /// A class's hand-ins graded in one lab VM boot, and the reports gradebooks take
-    #[command(override_usage = "cargo xtask grade manifest EXERCISES ACCOUNT HOST TIME COMMIT
-       cargo xtask grade intake CLASS [--roster R] [--moodle-worksheet W] SUBMISSION...
-       cargo xtask grade prepare CLASS STEPS
-       cargo xtask grade prebuild CLASS
-       cargo xtask grade build CLASS [--build-seconds N]
-       cargo xtask grade vm CLASS [--build-seconds N]
-       cargo xtask grade bounded UID SECONDS PROGRAM [ARGS...]
-       cargo xtask grade report CLASS
-       cargo xtask grade synth OUT N [--every-step]
-       cargo xtask grade verify CLASS INTENDED
-       cargo xtask grade gradescope-student METADATA [RESULTS]")]
-    Grade(Rest),
+    Grade(xtask::grade::GradeArgs),
     /// Step NN in its roles on the device: the server, then its client
     // The runner answers `run --help` itself (testkit/src/runner/cli.rs), so the flag is
     // its; `cargo xtask help run` shows this.
@@ -158,7 +148,7 @@ impl Command {
             Command::Bench(r) => ("bench", &r.args),
             Command::Book(r) => ("book", &r.args),
             Command::Exercise(r) => ("exercise", &r.args),
-            Command::Grade(r) => ("grade", &r.args),
+            Command::Grade(_) => ("grade", &[]),
             Command::Run(r) => ("run", &r.args),
             Command::NewStep(r) => ("new-step", &r.args),
             Command::Steps(_) => ("steps", &[]),

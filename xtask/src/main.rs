@@ -1,5 +1,5 @@
 //! `cargo xtask …`: the subcommands of the library's crate doc, dispatched (`cli.rs` names
-//! them; each parses the rest of its command line itself).
+//! them; those it does not parse parse the rest of their command line themselves).
 
 mod cli;
 
@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         Command::Bench(_) => bench_main(args),
         Command::Book(_) => book::main(args),
         Command::Exercise(_) => exercise::main(args),
-        Command::Grade(_) => grade::main(args),
+        Command::Grade(a) => grade::main(&a.command),
         Command::Run(_) => testkit::runner::cli::main(args),
         Command::NewStep(_) => new_step::main(args),
         Command::Steps(a) => steps_main(a),

@@ -105,19 +105,16 @@ impl Manifest {
 
 /// `grade manifest EXERCISES ACCOUNT HOST TIME COMMIT`: the manifest of a hand-in of the
 /// exercise files in EXERCISES, on stdout; an error when there is none to hand in.
-pub(crate) fn manifest_cmd(args: &[String]) -> Result<(), String> {
-    let [dir, account, host, time, commit] = args else {
-        return Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT".into());
-    };
-    let files = exercise_files(Path::new(dir))?;
+pub(crate) fn manifest_cmd(dir: &Path, account: &str, host: &str, time: &str, commit: &str) -> Result<(), String> {
+    let files = exercise_files(dir)?;
     if files.is_empty() {
         return Err(format!(
-            "nothing to hand in: {dir} holds no exercise file (NN_<step>.rs); lab/exercise NN makes one"
+            "nothing to hand in: {} holds no exercise file (NN_<step>.rs); lab/exercise NN makes one",
+            dir.display()
         ));
     }
     let files = files.into_iter().map(|h| (format!("{}.rs", h.bin), h.sha256)).collect();
-    let m =
-        Manifest { account: account.clone(), host: host.clone(), time: time.clone(), commit: commit.clone(), files };
+    let m = Manifest { account: account.into(), host: host.into(), time: time.into(), commit: commit.into(), files };
     print!("{}", m.text());
     Ok(())
 }

@@ -39,6 +39,7 @@
 //! in besides the exercise files is read (their own `lab/check --junit` is a self-check).
 
 mod build;
+mod cli;
 mod gradescope;
 mod handin;
 mod intake;
@@ -57,6 +58,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crate::exercise::{self, append_result, class_crate, class_workspace, ReferenceRuns, DEADLINE, PEER_TIMEOUT};
+pub use cli::{GradeArgs, GradeCommand};
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{}: {e}", path.display())
@@ -582,45 +584,39 @@ fn grader_version(project: &Path) -> String {
     }
 }
 
-/// `grade ARGS…`.
-pub fn main(args: &[String]) -> ExitCode {
+/// `grade SUB …`.
+pub fn main(command: &GradeCommand) -> ExitCode {
     // Absolute: cargo runs in CLASS/build, and relative paths would move with it.
-    let class = |i: usize| std::path::absolute(&args[i]).unwrap_or_else(|_| PathBuf::from(&args[i]));
-    let result = match args.first().map(String::as_str) {
-        Some("manifest") => handin::manifest_cmd(&args[1..]).map(|()| ExitCode::SUCCESS),
-        Some("intake") if args.len() >= 3 => intake::intake_cmd(&class(1), &args[2..]).map(|()| ExitCode::SUCCESS),
-        Some("gradescope-student") if (3..=4).contains(&args.len()) => {
-            gradescope::student_cmd(&class(1), args.get(2).map(Path::new)).map(|()| ExitCode::SUCCESS)
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let done = |r: Result<(), String>| r.map(|()| ExitCode::SUCCESS);
+    let result = match command {
+        GradeCommand::Manifest { exercises, account, host, time, commit } => {
+            done(handin::manifest_cmd(exercises, account, host, time, commit))
         }
-        Some("prepare") if args.len() == 3 => prepare_cmd(&class(1), &args[2]).map(|()| ExitCode::SUCCESS),
-        Some("prebuild") if args.len() == 2 => build::prebuild_cmd(&class(1)).map(|()| ExitCode::SUCCESS),
-        Some("build") if args.len() == 2 => build::build_cmd(&class(1), &sandbox::BUILD).map(|()| ExitCode::SUCCESS),
-        Some("build") if args.len() == 4 && args[2] == "--build-seconds" => match args[3].parse() {
-            Ok(seconds) => build::build_cmd(&class(1), &sandbox::Limits { seconds, ..sandbox::BUILD })
-                .map(|()| ExitCode::SUCCESS),
-            Err(_) => Err(format!("not a number of seconds: {}", args[3])),
-        },
-        // Under emulation a build takes 10-100 times as long as on the host, in a VM of 2 GiB.
-        Some("vm") if args.len() == 2 => vm_cmd(&class(1), &sandbox::Limits { seconds: 300, ..sandbox::VM_BUILD }),
-        Some("vm") if args.len() == 4 && args[2] == "--build-seconds" => match args[3].parse() {
-            Ok(seconds) => vm_cmd(&class(1), &sandbox::Limits { seconds, ..sandbox::VM_BUILD }),
-            Err(_) => Err(format!("not a number of seconds: {}", args[3])),
-        },
-        Some("bounded") => sandbox::bounded_cmd(&args[1..]).map(|code| ExitCode::from(code.clamp(0, 255) as u8)),
-        Some("report") if args.len() == 2 => exercise::root()
-            .and_then(|project| reports::report_cmd(&class(1), &grader_version(&project)).map(|()| ExitCode::SUCCESS)),
-        Some("synth") if args.len() == 3 || (args.len() == 4 && args[3] == "--every-step") => {
-            match args[2].parse() {
-                Ok(n) => synth::synth_cmd(&class(1), n, args.len() == 4).map(|()| ExitCode::SUCCESS),
-                Err(_) => Err(format!("not a number of students: {}", args[2])),
-            }
+        GradeCommand::Intake { class, roster, moodle_worksheet, submissions } => {
+            done(intake::intake_cmd(&abs(class), roster.as_deref(), moodle_worksheet.as_deref(), submissions))
         }
-        Some("verify") if args.len() == 3 => synth::verify_cmd(&class(1), &class(2)).map(|()| ExitCode::SUCCESS),
-        _ => Err("usage: grade manifest EXERCISES ACCOUNT HOST TIME COMMIT | grade intake CLASS [--roster R] [--moodle-worksheet W] SUBMISSION... | \
-                  grade prepare CLASS STEPS | \
-                  grade prebuild CLASS | grade build CLASS [--build-seconds N] | grade vm CLASS [--build-seconds N] | grade bounded UID SECONDS PROGRAM [ARGS...] | grade report CLASS | \
-                  grade synth OUT N [--every-step] | grade verify CLASS INTENDED | grade gradescope-student METADATA [RESULTS]"
-            .into()),
+        GradeCommand::Prepare { class, steps } => done(prepare_cmd(&abs(class), steps)),
+        GradeCommand::Prebuild { class } => done(build::prebuild_cmd(&abs(class))),
+        GradeCommand::Build { class, build_seconds } => {
+            let limits = sandbox::Limits { seconds: build_seconds.unwrap_or(sandbox::BUILD.seconds), ..sandbox::BUILD };
+            done(build::build_cmd(&abs(class), &limits))
+        }
+        GradeCommand::Vm { class, build_seconds } => {
+            let seconds = build_seconds.unwrap_or(sandbox::VM_BUILD.seconds);
+            vm_cmd(&abs(class), &sandbox::Limits { seconds, ..sandbox::VM_BUILD })
+        }
+        GradeCommand::Bounded { uid, seconds, program, args } => {
+            sandbox::bounded_cmd(*uid, *seconds, program, args).map(|code| ExitCode::from(code.clamp(0, 255) as u8))
+        }
+        GradeCommand::Report { class } => {
+            exercise::root().and_then(|project| done(reports::report_cmd(&abs(class), &grader_version(&project))))
+        }
+        GradeCommand::Synth { out, n, every_step } => done(synth::synth_cmd(&abs(out), *n, *every_step)),
+        GradeCommand::Verify { class, intended } => done(synth::verify_cmd(&abs(class), &abs(intended))),
+        GradeCommand::GradescopeStudent { metadata, results } => {
+            done(gradescope::student_cmd(&abs(metadata), results.as_deref()))
+        }
     };
     result.unwrap_or_else(|e| {
         eprintln!("grade: {e}");

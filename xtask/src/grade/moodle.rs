@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::io;
 
@@ -247,7 +247,7 @@ pub(crate) fn emails(class: &Path) -> Option<HashMap<String, String>> {
 }
 
 /// Reads `--roster` and `--moodle-worksheet`'s files.
-pub(crate) fn load(roster: Option<&PathBuf>, worksheet: Option<&PathBuf>) -> Result<Loaded, String> {
+pub(crate) fn load(roster: Option<&Path>, worksheet: Option<&Path>) -> Result<Loaded, String> {
     let roster = match roster {
         Some(path) => read_roster(&std::fs::read_to_string(path).map_err(io(path))?)
             .map_err(|e| format!("{}: {e}", path.display()))?,
@@ -341,9 +341,9 @@ mod tests {
         );
         let class = root.join("class");
         let arg = |p: &str| root.join(p).display().to_string();
-        let args = ["--roster", "roster.csv", "--moodle-worksheet", "worksheet.csv", "folders.zip", "flat.zip"];
-        let args: Vec<String> = args.iter().map(|a| if a.starts_with("--") { a.to_string() } else { arg(a) }).collect();
-        super::super::intake::intake_cmd(&class, &args).unwrap();
+        let (roster, worksheet) = (root.join("roster.csv"), root.join("worksheet.csv"));
+        let submissions = [arg("folders.zip"), arg("flat.zip")];
+        super::super::intake::intake_cmd(&class, Some(&roster), Some(&worksheet), &submissions).unwrap();
         for name in ["ada", "bob", "carol"] {
             assert!(class.join("incoming").join(name).join("exercises/05_modify_qp_rtr.rs").is_file(), "{name}");
         }

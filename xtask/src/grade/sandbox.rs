@@ -476,14 +476,8 @@ pub(crate) fn wrapper(at: &Path, tool: &Path, uid: u32, seconds: u64, program: &
 /// there), PROGRAM itself, nothing else — with its output passed through, within [`RUN`]'s
 /// bounds and SECONDS; says on stderr which bound stopped it. Exits with its status (124
 /// for the time, 125 for the output or the memory, 128+N for signal N).
-pub(crate) fn bounded_cmd(args: &[String]) -> Result<i32, String> {
-    let [uid, seconds, program, rest @ ..] = args else {
-        return Err("usage: grade bounded UID SECONDS PROGRAM [ARGS...]".into());
-    };
-    let number = |s: &str| s.parse::<u64>().map_err(|_| format!("not a number: {s}"));
-    let (uid, seconds) = (number(uid)? as u32, number(seconds)?);
+pub(crate) fn bounded_cmd(uid: u32, seconds: u64, program: &Path, args: &[OsString]) -> Result<i32, String> {
     let limits = Limits { seconds, ..RUN };
-    let program = Path::new(program);
     let mut view = View::system().ro(Path::new("/sys")).ro(program);
     if Path::new("/dev/infiniband").is_dir() {
         view = view.dev(Path::new("/dev/infiniband"));
@@ -493,7 +487,7 @@ pub(crate) fn bounded_cmd(args: &[String]) -> Result<i32, String> {
             view.env(key, value);
         }
     }
-    let argv = view.command(Who::Account(uid), program, &rest.iter().map(OsString::from).collect::<Vec<_>>());
+    let argv = view.command(Who::Account(uid), program, args);
     let name = format!("run-{uid}-{}", std::process::id());
     // Everything it started is in its cgroup, killed when `bounded` returns; the grader ends
     // what UID has left anyway once the file's runs are over (see `kill_all`).

@@ -287,18 +287,13 @@ fn take(class: &Path, name: &str, channel: &Channel) -> Result<Result<(), String
 /// students already graded (CLASS/results/NAME.tsv), and prints and lists the refused ones
 /// in CLASS/reports/refused.txt (empty when none was). A refusal is not an error: the others
 /// are taken. The roster's Moodle emails are kept in CLASS/roster.tsv for `grade report`.
-pub(crate) fn intake_cmd(class: &Path, args: &[String]) -> Result<(), String> {
-    let (mut roster, mut worksheet, mut submissions) = (None, None, Vec::new());
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().map(PathBuf::from).ok_or(format!("{arg} needs a file"));
-        match arg.as_str() {
-            "--roster" => roster = Some(value()?),
-            "--moodle-worksheet" => worksheet = Some(value()?),
-            _ => submissions.push(arg.clone()),
-        }
-    }
-    let roster = moodle::load(roster.as_ref(), worksheet.as_ref())?;
+pub(crate) fn intake_cmd(
+    class: &Path,
+    roster: Option<&Path>,
+    worksheet: Option<&Path>,
+    submissions: &[String],
+) -> Result<(), String> {
+    let roster = moodle::load(roster, worksheet)?;
     for dir in ["incoming", "origin", "results", "reports"] {
         std::fs::create_dir_all(class.join(dir)).map_err(io(class))?;
     }
@@ -306,7 +301,7 @@ pub(crate) fn intake_cmd(class: &Path, args: &[String]) -> Result<(), String> {
         moodle::write_roster(class, &roster.roster)?;
     }
     let mut found = Vec::new();
-    for submission in &submissions {
+    for submission in submissions {
         found.extend(find(class, submission, &roster)?);
     }
     let (mut refused, mut first, mut taken, mut graded) = (Vec::new(), HashMap::new(), 0, 0);

@@ -62,7 +62,7 @@ fn archives_and_directories_are_taken_with_the_time_received() {
         "tar -czf hand-in-bob.tar.gz -C alice exercises
          touch -d @1795734000 hand-in-bob.tar.gz alice",
     );
-    intake_cmd(&class, &[dir.display().to_string()]).unwrap();
+    intake_cmd(&class, None, None, &[dir.display().to_string()]).unwrap();
     for name in ["alice", "bob"] {
         assert!(class.join("incoming").join(name).join("exercises/05_modify_qp_rtr.rs").is_file(), "{name}");
         assert!(origin(&class, name).contains("received\t2026-11-26T23:00:00Z\n"), "{}", origin(&class, name));
@@ -72,7 +72,7 @@ fn archives_and_directories_are_taken_with_the_time_received() {
     // Graded students are kept as they are.
     std::fs::write(class.join("results/alice.tsv"), "").unwrap();
     std::fs::remove_dir_all(class.join("incoming/alice/exercises")).unwrap();
-    intake_cmd(&class, &[dir.display().to_string()]).unwrap();
+    intake_cmd(&class, None, None, &[dir.display().to_string()]).unwrap();
     assert!(!class.join("incoming/alice/exercises").exists());
 }
 
@@ -84,7 +84,7 @@ fn a_second_hand_in_of_a_student_is_refused() {
     );
     std::fs::write(dir.join("alice/exercises/first"), "").unwrap();
     let more = dir.parent().unwrap().join("more");
-    intake_cmd(&class, &[dir.display().to_string(), more.display().to_string()]).unwrap();
+    intake_cmd(&class, None, None, &[dir.display().to_string(), more.display().to_string()]).unwrap();
     let list = refused(&class);
     assert_eq!(list.lines().count(), 2, "{list}");
     assert!(list.contains(&format!(
@@ -97,7 +97,7 @@ fn a_second_hand_in_of_a_student_is_refused() {
 /// Takes the hand-ins in `dir` and asserts that `name`'s was refused, the reason in its
 /// origin and the list holding `why`.
 fn assert_refused(class: &Path, dir: &Path, name: &str, why: &str) {
-    intake_cmd(class, &[dir.display().to_string()]).unwrap();
+    intake_cmd(class, None, None, &[dir.display().to_string()]).unwrap();
     let origin = origin(class, name);
     assert!(origin.contains("\nrefused\t") && origin.contains(why), "{origin}");
     assert!(refused(class).contains(why), "{}", refused(class));
@@ -125,7 +125,7 @@ fn a_symlinked_exercises_directory_is_refused() {
 #[test]
 fn a_refused_hand_in_is_its_students_failure_with_the_reason() {
     let (_root, class, dir) = hand_ins("prepare", "mkdir bob && ln -s /etc bob/exercises");
-    intake_cmd(&class, &[dir.display().to_string()]).unwrap();
+    intake_cmd(&class, None, None, &[dir.display().to_string()]).unwrap();
     super::super::prepare_cmd(&class, "05").unwrap();
     let handin = std::fs::read_to_string(class.join("students/bob/handin.tsv")).unwrap();
     assert!(handin.contains("\nhandin_error\texercises: a symbolic link;"), "{handin}");
@@ -160,7 +160,7 @@ fn a_name_that_breaks_the_rule_is_refused_and_the_others_taken() {
     let long = "a".repeat(65);
     let (_root, class, dir) =
         hand_ins("names", &format!("mkdir -p _bob {long} && tar -czf hand-in-c.d.tar.gz -C alice ."));
-    intake_cmd(&class, &[dir.display().to_string()]).unwrap();
+    intake_cmd(&class, None, None, &[dir.display().to_string()]).unwrap();
     let list = refused(&class);
     assert_eq!(list.lines().count(), 3, "{list}");
     assert!(list.lines().all(|l| l.contains(NAME_RULE)), "{list}");
@@ -182,7 +182,7 @@ fn branches_are_taken_by_their_one_name_with_commit_and_time() {
          git checkout -q -b hand-in/bob hand-in/alice && ln -s /etc link && git add link && git commit -qm l",
     );
     let (class, remote) = (root.join("class"), root.join("repo").display().to_string());
-    intake_cmd(&class, std::slice::from_ref(&remote)).unwrap();
+    intake_cmd(&class, None, None, std::slice::from_ref(&remote)).unwrap();
     let alice = class.join("incoming/alice/exercises/05_modify_qp_rtr.rs");
     assert_eq!(std::fs::read_to_string(&alice).unwrap(), "alice\n");
     let origin_alice = origin(&class, "alice");
@@ -198,6 +198,6 @@ fn branches_are_taken_by_their_one_name_with_commit_and_time() {
         .find(|p| p.extension().is_some_and(|e| e == "git"))
         .unwrap();
     std::fs::write(mirror.join("received").join(&commit), "2000-01-01T00:00:00Z\n").unwrap();
-    intake_cmd(&class, &[remote]).unwrap();
+    intake_cmd(&class, None, None, &[remote]).unwrap();
     assert!(origin(&class, "alice").contains("received\t2000-01-01T00:00:00Z\n"));
 }
