@@ -1,9 +1,9 @@
 //! The front door: which subcommand, in clap derive, and the rest of the command line handed
 //! to it untouched.
 //!
-//! `grade`, `steps` and `pair-line` have their arguments in clap derive too (`grade`'s in
-//! `grade/cli.rs`); the others still parse their own (`exercise`, `run`, … in their
-//! modules), and this layer only names them, so `cargo xtask` and `cargo xtask --help` list
+//! `exercise`, `grade`, `steps` and `pair-line` have their arguments in clap derive too
+//! (`exercise/cli.rs`, `grade/cli.rs`); the others still parse their own (`run`, `bench`, …
+//! in their modules), and this layer only names them, so `cargo xtask` and `cargo xtask --help` list
 //! them and `cargo xtask SUB --help` shows SUB's usage. The usage lines here repeat what each
 //! subcommand prints when its arguments are wrong; `tests/front_door.rs` checks that they
 //! agree.
@@ -34,15 +34,7 @@ pub enum Command {
     #[command(override_usage = "cargo xtask book [--check]")]
     Book(Rest),
     /// The classroom kit: a student's copy of a stage, and grading it on the device
-    #[command(override_usage = "cargo xtask exercise generate [--as NAME] NN OUT
-       cargo xtask exercise variant --as NAME NN
-       cargo xtask exercise holes NN
-       cargo xtask exercise path NN
-       cargo xtask exercise crate BIN STAGE_FILE STUDENT
-       cargo xtask exercise grade [--results FILE] [--as NAME] NN BIN SOURCE [NN BIN SOURCE ...]
-       cargo xtask exercise verdict --results FILE (--start | NN MESSAGE)
-       cargo xtask exercise junit OUT RESULTS")]
-    Exercise(Rest),
+    Exercise(xtask::exercise::ExerciseArgs),
     /// A class's hand-ins graded in one lab VM boot, and the reports gradebooks take
     Grade(xtask::grade::GradeArgs),
     /// Step NN in its roles on the device: the server, then its client
@@ -147,7 +139,7 @@ impl Command {
         match self {
             Command::Bench(r) => ("bench", &r.args),
             Command::Book(r) => ("book", &r.args),
-            Command::Exercise(r) => ("exercise", &r.args),
+            Command::Exercise(_) => ("exercise", &[]),
             Command::Grade(_) => ("grade", &[]),
             Command::Run(r) => ("run", &r.args),
             Command::NewStep(r) => ("new-step", &r.args),
@@ -209,11 +201,8 @@ mod tests {
         let run = ["05", "--peer", "c", "--client-wrap", "lab/impair --netem 'loss 5%' --", "--", "-s", "--help"];
         let line = [&["run"][..], &run].concat();
         assert_eq!(sub(&line), ("run", owned(&run)));
-        let grade = ["grade", "--results", "r.tsv", "--as", "ada", "05", "05_x", "a.rs"];
-        let line = [&["exercise"][..], &grade].concat();
-        assert_eq!(sub(&line), ("exercise", owned(&grade)));
         // After the first argument, `--help` is the subcommand's to read, as before.
-        assert_eq!(sub(&["exercise", "generate", "--help"]), ("exercise", owned(&["generate", "--help"])));
+        assert_eq!(sub(&["new-step", "13_x", "--help"]), ("new-step", owned(&["13_x", "--help"])));
     }
 
     #[test]

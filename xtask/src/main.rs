@@ -22,7 +22,7 @@ fn main() -> ExitCode {
     match &command {
         Command::Bench(_) => bench_main(args),
         Command::Book(_) => book::main(args),
-        Command::Exercise(_) => exercise::main(args),
+        Command::Exercise(a) => exercise::main(&a.command),
         Command::Grade(a) => grade::main(&a.command),
         Command::Run(_) => testkit::runner::cli::main(args),
         Command::NewStep(_) => new_step::main(args),

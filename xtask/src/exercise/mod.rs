@@ -62,6 +62,7 @@
 
 use testkit as common;
 
+mod cli;
 mod compare;
 mod holes;
 mod report;
@@ -69,6 +70,7 @@ mod run;
 mod student_crate;
 mod variant;
 
+pub use cli::{ExerciseArgs, ExerciseCommand};
 use compare::grade_cmd;
 pub(crate) use compare::{grade, ReferenceRuns};
 pub(crate) use holes::exercise_text;
@@ -80,7 +82,7 @@ pub(crate) use student_crate::{class_crate, class_workspace};
 use student_crate::{exercise_bin, exercise_crate};
 pub(crate) use variant::Variant;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Who runs opposite the student's program in a pair step (an `alone` step has no partner).
@@ -155,14 +157,6 @@ pub(crate) fn reference_dir() -> Result<PathBuf, String> {
     })
 }
 
-/// `args` without its `--as NAME`, and NAME (whose variant: see `variant`).
-fn student_arg(args: &[String]) -> Result<(Vec<String>, Option<String>), String> {
-    let Some(at) = args.iter().position(|a| a == "--as") else { return Ok((args.to_vec(), None)) };
-    let name = args.get(at + 1).filter(|n| !n.is_empty()).ok_or("--as needs a name")?.clone();
-    let rest = args[..at].iter().chain(&args[at + 2..]).cloned().collect();
-    Ok((rest, Some(name)))
-}
-
 /// `exercise variant --as NAME NN`: NAME's values for step NN, as the exercise's header
 /// says them.
 fn variant_cmd(nn: &str, name: &str) -> Result<(), String> {
@@ -174,40 +168,35 @@ fn variant_cmd(nn: &str, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `exercise ARGS…`.
-pub fn main(args: &[String]) -> ExitCode {
-    let (args, name) = match student_arg(args) {
-        Ok(parsed) => parsed,
-        Err(e) => {
-            eprintln!("exercise: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let result = match args.first().map(String::as_str) {
-        Some("generate") if args.len() == 3 => generate_cmd(&args[1], Path::new(&args[2]), name.as_deref()),
-        Some("variant") if args.len() == 2 && name.is_some() => variant_cmd(&args[1], name.as_deref().unwrap_or_default()),
-        Some("holes") if args.len() == 2 => holes_cmd(&args[1]),
-        Some("path") if args.len() == 2 => step(&args[1]).map(|s| println!("{} src/stages/{}.rs", s.bin, s.stage)),
-        Some("crate") if args.len() == 4 => {
+/// `exercise SUB …`.
+pub fn main(command: &ExerciseCommand) -> ExitCode {
+    let result = match command {
+        ExerciseCommand::Generate { student, nn, out } => generate_cmd(nn, out, student.as_deref()),
+        ExerciseCommand::Variant { student, nn } => variant_cmd(nn, student),
+        ExerciseCommand::Holes { nn } => holes_cmd(nn),
+        ExerciseCommand::Path { nn } => step(nn).map(|s| println!("{} src/stages/{}.rs", s.bin, s.stage)),
+        ExerciseCommand::Crate { bin, stage_file, student } => {
             // Where cargo builds: lab/check runs this from the project, as it runs cargo.
-            root().and_then(|root| {
-                let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-                exercise_crate(&root, &target, &args[1], &args[2], Path::new(&args[3]))
-            })
-            .map(|dir| println!("{} {}", dir.display(), exercise_bin(&args[1])))
+            root()
+                .and_then(|root| {
+                    let target =
+                        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+                    exercise_crate(&root, &target, bin, stage_file, student)
+                })
+                .map(|dir| println!("{} {}", dir.display(), exercise_bin(bin)))
         }
-        Some("grade") if args.len() >= 6 && args[1] == "--results" && (args.len() - 3) % 3 == 0 => {
-            return grade_cmd(&args[3..], Some(Path::new(&args[2])), name.as_deref());
+        ExerciseCommand::Grade { results, student, cases } if cases.len() % 3 == 0 => {
+            return grade_cmd(cases, results.as_deref(), student.as_deref());
         }
-        Some("grade") if args.len() >= 4 && (args.len() - 1) % 3 == 0 => {
-            return grade_cmd(&args[1..], None, name.as_deref());
+        ExerciseCommand::Grade { cases, .. } => {
+            Err(format!("grade takes its cases as NN BIN SOURCE, three words each; got {}", cases.len()))
         }
-        Some("verdict") if args.len() >= 4 && args[1] == "--results" => verdict_cmd(Path::new(&args[2]), &args[3..]),
-        Some("junit") if args.len() == 3 => junit_cmd(Path::new(&args[1]), Path::new(&args[2])),
-        _ => Err("usage: exercise generate [--as NAME] NN OUT | exercise variant --as NAME NN | exercise holes NN | exercise path NN | \
-                  exercise crate BIN STAGE_FILE STUDENT | exercise grade [--results FILE] [--as NAME] NN BIN SOURCE [NN BIN SOURCE ...] | \
-                  exercise verdict --results FILE (--start | NN MESSAGE) | exercise junit OUT RESULTS"
-            .into()),
+        ExerciseCommand::Verdict { results, start: true, .. } => verdict_cmd(results, None),
+        ExerciseCommand::Verdict { results, nn, message, .. } => match (nn, message) {
+            (Some(nn), Some(message)) => verdict_cmd(results, Some((nn, message))),
+            _ => Err("verdict takes --start, or NN and MESSAGE".into()),
+        },
+        ExerciseCommand::Junit { out, results } => junit_cmd(out, results),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

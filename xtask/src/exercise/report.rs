@@ -38,11 +38,11 @@ fn start_results(file: &Path) -> std::io::Result<()> {
 /// NN MESSAGE` appends a failed verdict reached before grading, in 0 seconds. MESSAGE `-`
 /// reads it from stdin (a compiler's messages can outgrow one argument), its trailing
 /// newlines dropped.
-pub(super) fn verdict_cmd(file: &Path, what: &[String]) -> Result<(), String> {
+pub(super) fn verdict_cmd(file: &Path, failed: Option<(&str, &str)>) -> Result<(), String> {
     let io = |e: std::io::Error| format!("{}: {e}", file.display());
-    match what {
-        [start] if start == "--start" => start_results(file).map_err(io),
-        [nn, message] => {
+    match failed {
+        None => start_results(file).map_err(io),
+        Some((nn, message)) => {
             let nn = step(nn)?.nn;
             let message = if message == "-" {
                 let mut text = String::new();
@@ -50,11 +50,10 @@ pub(super) fn verdict_cmd(file: &Path, what: &[String]) -> Result<(), String> {
                     .map_err(|e| format!("the message on stdin: {e}"))?;
                 text.trim_end_matches('\n').to_string()
             } else {
-                message.clone()
+                message.to_string()
             };
             append_result(file, &nn, &Err(message), 0.0).map_err(io)
         }
-        _ => Err("usage: exercise verdict --results FILE (--start | NN MESSAGE)".into()),
     }
 }
 
@@ -182,12 +181,11 @@ mod tests {
     fn verdicts_before_grading_are_written_in_the_graders_format() {
         let dir = std::env::temp_dir().join(format!("xtask-verdict-{}", std::process::id()));
         let file = dir.join("exercise/results.tsv");
-        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        verdict_cmd(&file, &args(&["--start"])).unwrap();
+        verdict_cmd(&file, None).unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
-        verdict_cmd(&file, &args(&["1", "there is no exercises/01_open_device.rs yet"])).unwrap();
+        verdict_cmd(&file, Some(("1", "there is no exercises/01_open_device.rs yet"))).unwrap();
         let log = "error[E0425]: cannot find value `x`\n  --> src\\stages\\modify_qp_rtr.rs:3:5";
-        verdict_cmd(&file, &args(&["05", &format!("exercises/05_modify_qp_rtr.rs does not compile: {log}")])).unwrap();
+        verdict_cmd(&file, Some(("05", &format!("exercises/05_modify_qp_rtr.rs does not compile: {log}")))).unwrap();
         append_result(&file, "06", &Ok("2 runs".into()), 1.5).unwrap();
         let text = std::fs::read_to_string(&file).unwrap();
         assert_eq!(text.lines().next(), Some("01\tfail\t0.000\tthere is no exercises/01_open_device.rs yet"));
@@ -195,9 +193,8 @@ mod tests {
         assert_eq!(verdicts.len(), 3);
         assert!(!verdicts[1].passed && verdicts[1].message.ends_with(log), "{:?}", verdicts[1].message);
         assert!(verdicts[2].passed && verdicts[2].seconds == 1.5);
-        assert!(verdict_cmd(&file, &args(&["99", "x"])).unwrap_err().contains("no step `99`"));
-        assert!(verdict_cmd(&file, &args(&["05"])).unwrap_err().starts_with("usage:"));
-        verdict_cmd(&file, &args(&["--start"])).unwrap();
+        assert!(verdict_cmd(&file, Some(("99", "x"))).unwrap_err().contains("no step `99`"));
+        verdict_cmd(&file, None).unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
         std::fs::remove_dir_all(&dir).unwrap();
     }
