@@ -28,11 +28,9 @@ pub struct Cli {
 #[derive(Subcommand, Debug, PartialEq)]
 pub enum Command {
     /// The benchmark's tables and plot, from a lab/bench run's RAW file
-    #[command(override_usage = BENCH_USAGE)]
-    Bench(Rest),
+    Bench(BenchArgs),
     /// The book's generated files: write them, or name the stale ones (--check)
-    #[command(override_usage = "cargo xtask book [--check]")]
-    Book(Rest),
+    Book(BookArgs),
     /// The classroom kit: a student's copy of a stage, and grading it on the device
     Exercise(xtask::exercise::ExerciseArgs),
     /// A class's hand-ins graded in one lab VM boot, and the reports gradebooks take
@@ -46,9 +44,7 @@ pub enum Command {
 [--ours-flags FLAGS] [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [--live] [-- FLAGS...]")]
     Run(Rest),
     /// Add a step: everything steps/list.txt implies, as a skeleton (or --remove one)
-    #[command(override_usage = "cargo xtask new-step NN_name alone|pair|cm [--base NN]
-       cargo xtask new-step --remove NN_name")]
-    NewStep(Rest),
+    NewStep(NewStepArgs),
     /// The steps of steps/list.txt, one a line, with the facts asked for (for scripts)
     Steps(StepsArgs),
     /// lab/pair-check's exchange: send the other VM a line over TCP, print the one it sends
@@ -119,10 +115,65 @@ pub enum Field {
     TwoHosts,
 }
 
-/// `cargo xtask bench`'s usage (its arguments are parsed in `main.rs`).
-pub const BENCH_USAGE: &str = "cargo xtask bench table|sweep-table|sweep-plot RAW";
+/// `cargo xtask bench`'s arguments.
+#[derive(Args, Debug, PartialEq)]
+pub struct BenchArgs {
+    /// What to render on stdout
+    #[arg(value_enum)]
+    pub what: BenchOutput,
+    /// A lab/bench run's raw.tsv
+    pub raw: String,
+}
 
-/// The rest of the command line after the subcommand, as it was given: options and all.
+/// What `cargo xtask bench` renders.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum BenchOutput {
+    /// The headline table (markdown)
+    Table,
+    /// The sweep's table (markdown)
+    SweepTable,
+    /// The sweep's plot (SVG)
+    SweepPlot,
+}
+
+impl BenchOutput {
+    /// The word `bench::run` takes.
+    pub fn word(self) -> &'static str {
+        match self {
+            BenchOutput::Table => "table",
+            BenchOutput::SweepTable => "sweep-table",
+            BenchOutput::SweepPlot => "sweep-plot",
+        }
+    }
+}
+
+/// `cargo xtask book`'s arguments.
+#[derive(Args, Debug, PartialEq)]
+pub struct BookArgs {
+    /// Write nothing: name each generated file that is not as generated, exit 1 if any is
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// `cargo xtask new-step`'s arguments: a step to add, or one to remove.
+#[derive(Args, Debug, PartialEq)]
+pub struct NewStepArgs {
+    /// The new step, NN_name: NN the next number, name the stage's file
+    #[arg(required_unless_present = "remove", value_name = "NN_name")]
+    pub bin: Option<String>,
+    /// How it runs (steps/list.txt's roles)
+    #[arg(value_enum, required_unless_present = "remove")]
+    pub roles: Option<RolesArg>,
+    /// The step it is built on (without it, the last one that runs alike)
+    #[arg(long, value_name = "NN")]
+    pub base: Option<String>,
+    /// Remove step NN_name instead (the last one, added with new-step)
+    #[arg(long, value_name = "NN_name", conflicts_with_all = ["bin", "roles", "base"])]
+    pub remove: Option<String>,
+}
+
+/// The rest of `cargo xtask run`'s command line, as it was given: options and all (the
+/// runner parses it, `testkit/src/runner/cli.rs`).
 #[derive(Args, Debug, PartialEq)]
 pub struct Rest {
     /// Passed to the subcommand as they are (see Usage)
@@ -133,22 +184,6 @@ pub struct Rest {
     pub args: Vec<String>,
 }
 
-impl Command {
-    /// The subcommand's name, as typed, and its arguments.
-    pub fn split(&self) -> (&'static str, &[String]) {
-        match self {
-            Command::Bench(r) => ("bench", &r.args),
-            Command::Book(r) => ("book", &r.args),
-            Command::Exercise(_) => ("exercise", &[]),
-            Command::Grade(_) => ("grade", &[]),
-            Command::Run(r) => ("run", &r.args),
-            Command::NewStep(r) => ("new-step", &r.args),
-            Command::Steps(_) => ("steps", &[]),
-            Command::PairLine(_) => ("pair-line", &[]),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,13 +191,6 @@ mod tests {
 
     fn parse(line: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("xtask").chain(line.iter().copied()))
-    }
-
-    fn sub(line: &[&str]) -> (&'static str, Vec<String>) {
-        let cli = parse(line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
-        let command = cli.command.unwrap_or_else(|| panic!("{line:?}: no subcommand"));
-        let (name, args) = command.split();
-        (name, args.to_vec())
     }
 
     #[test]
@@ -193,16 +221,33 @@ mod tests {
     }
 
     #[test]
-    fn arguments_pass_through_as_given_dashes_included() {
-        let owned = |a: &[&str]| a.iter().map(ToString::to_string).collect::<Vec<_>>();
-        assert_eq!(sub(&["new-step", "--remove", "13_x"]), ("new-step", owned(&["--remove", "13_x"])));
-        assert_eq!(sub(&["book", "--check"]), ("book", owned(&["--check"])));
-        assert_eq!(sub(&["book"]), ("book", vec![]));
+    fn run_gets_its_arguments_as_given_dashes_included() {
         let run = ["05", "--peer", "c", "--client-wrap", "lab/impair --netem 'loss 5%' --", "--", "-s", "--help"];
-        let line = [&["run"][..], &run].concat();
-        assert_eq!(sub(&line), ("run", owned(&run)));
-        // After the first argument, `--help` is the subcommand's to read, as before.
-        assert_eq!(sub(&["new-step", "13_x", "--help"]), ("new-step", owned(&["13_x", "--help"])));
+        let cli = parse(&[&["run"][..], &run].concat()).unwrap();
+        assert_eq!(cli.command, Some(Command::Run(Rest { args: run.map(String::from).to_vec() })));
+    }
+
+    #[test]
+    fn new_step_is_a_step_and_its_roles_or_a_removal() {
+        let added =
+            NewStepArgs { bin: Some("13_x".into()), roles: Some(RolesArg::Cm), base: Some("10".into()), remove: None };
+        assert_eq!(parse(&["new-step", "13_x", "cm", "--base", "10"]).unwrap().command, Some(Command::NewStep(added)));
+        let removed = NewStepArgs { bin: None, roles: None, base: None, remove: Some("13_x".into()) };
+        assert_eq!(parse(&["new-step", "--remove", "13_x"]).unwrap().command, Some(Command::NewStep(removed)));
+        for wrong in
+            [&["new-step", "13_x"][..], &["new-step", "13_x", "ring"], &["new-step", "13_x", "cm", "--remove", "13_x"]]
+        {
+            assert_eq!(parse(wrong).unwrap_err().exit_code(), 2, "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn bench_and_book_take_words_of_their_own() {
+        let bench = BenchArgs { what: BenchOutput::SweepPlot, raw: "raw.tsv".into() };
+        assert_eq!(parse(&["bench", "sweep-plot", "raw.tsv"]).unwrap().command, Some(Command::Bench(bench)));
+        assert_eq!(parse(&["bench", "plot", "raw.tsv"]).unwrap_err().kind(), clap::error::ErrorKind::InvalidValue);
+        assert_eq!(parse(&["book", "--check"]).unwrap().command, Some(Command::Book(BookArgs { check: true })));
+        assert_eq!(parse(&["book", "--chek"]).unwrap_err().exit_code(), 2);
     }
 
     #[test]
@@ -215,8 +260,10 @@ mod tests {
                 assert!(e.to_string().contains(&format!("cargo xtask {name} ")), "{name} {flag}: {e}");
             }
         }
-        assert_eq!(sub(&["run", "--help"]), ("run", vec!["--help".to_string()]));
-        assert_eq!(sub(&["run", "-h"]), ("run", vec!["-h".to_string()]));
+        for flag in ["--help", "-h"] {
+            let run = Command::Run(Rest { args: vec![flag.to_string()] });
+            assert_eq!(parse(&["run", flag]).unwrap().command, Some(run));
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use cli::{Cli, Command, BENCH_USAGE};
+use cli::{Cli, Command};
 use xtask::{bench, book, exercise, grade, new_step};
 
 fn main() -> ExitCode {
@@ -18,14 +18,26 @@ fn main() -> ExitCode {
             Err(_) => ExitCode::FAILURE, // stdout closed: nothing to tell
         };
     };
-    let (_, args) = command.split();
     match &command {
-        Command::Bench(_) => bench_main(args),
-        Command::Book(_) => book::main(args),
+        Command::Bench(a) => bench_main(a),
+        Command::Book(a) => book::main(a.check),
         Command::Exercise(a) => exercise::main(&a.command),
         Command::Grade(a) => grade::main(&a.command),
-        Command::Run(_) => testkit::runner::cli::main(args),
-        Command::NewStep(_) => new_step::main(args),
+        Command::Run(r) => testkit::runner::cli::main(&r.args),
+        Command::NewStep(a) => {
+            let request = match (&a.remove, &a.bin, a.roles) {
+                (Some(bin), ..) => new_step::Request::Remove(bin),
+                (None, Some(bin), Some(roles)) => {
+                    new_step::Request::Add { bin, roles: roles.roles().word(), base: a.base.as_deref() }
+                }
+                // clap asks for both without --remove: not reached.
+                _ => {
+                    eprintln!("xtask new-step: NN_name and ROLES, or --remove NN_name");
+                    return ExitCode::from(2);
+                }
+            };
+            new_step::main(&request)
+        }
         Command::Steps(a) => steps_main(a),
         Command::PairLine(a) => {
             match xtask::pair_line::swap(a.connect.as_deref(), a.port, Duration::from_secs(a.timeout), &a.line) {
@@ -70,12 +82,8 @@ fn steps_main(a: &cli::StepsArgs) -> ExitCode {
 }
 
 /// `bench WHAT RAW`: the text on stdout.
-fn bench_main(args: &[String]) -> ExitCode {
-    let result = match args {
-        [what, raw] => bench::run(what, raw),
-        _ => Err(format!("usage: {BENCH_USAGE}")),
-    };
-    match result {
+fn bench_main(a: &cli::BenchArgs) -> ExitCode {
+    match bench::run(a.what.word(), &a.raw) {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS

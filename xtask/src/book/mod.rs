@@ -90,15 +90,7 @@ pub fn all(root: &Path) -> Result<Vec<Generated>, String> {
 }
 
 /// `book [--check]`.
-pub fn main(args: &[String]) -> ExitCode {
-    let check = match args {
-        [] => false,
-        [flag] if flag == "--check" => true,
-        _ => {
-            eprintln!("usage: {FIX} [--check]");
-            return ExitCode::from(2);
-        }
-    };
+pub fn main(check: bool) -> ExitCode {
     let parts = testkit::find_root().and_then(|root| Ok((all(&root)?, root)));
     let (parts, root) = match parts {
         Ok(parts) => parts,

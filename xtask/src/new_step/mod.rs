@@ -30,9 +30,6 @@ use texts::{
     stage_file, step_file,
 };
 
-const USAGE: &str =
-    "usage: cargo xtask new-step NN_name alone|pair|cm [--base NN] | cargo xtask new-step --remove NN_name";
-
 /// The new step, its base and the project it goes into.
 struct New {
     root: PathBuf,
@@ -255,18 +252,23 @@ fn tidy(new: &New) -> Result<(), String> {
     Ok(())
 }
 
-/// `new-step ARGS…`.
-pub fn main(args: &[String]) -> ExitCode {
+/// What `cargo xtask new-step` is asked (the front door parses it).
+pub enum Request<'a> {
+    /// Add step `bin`, running as `roles` (steps/list.txt's word), built on `base`.
+    Add { bin: &'a str, roles: &'a str, base: Option<&'a str> },
+    /// Remove step `bin`.
+    Remove(&'a str),
+}
+
+/// `new-step NN_name ROLES [--base NN]` or `new-step --remove NN_name`.
+pub fn main(request: &Request) -> ExitCode {
     let root = testkit::root();
     let steps = testkit::steps();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let result = match args[..] {
-        ["--remove", bin] => remove(&root, &steps, bin).map(|()| format!("removed step {bin}")),
-        [bin, roles] => plan(&root, &steps, bin, roles, None).and_then(|n| add(&n).map(|()| done(&n))),
-        [bin, roles, "--base", base] => {
-            plan(&root, &steps, bin, roles, Some(base)).and_then(|n| add(&n).map(|()| done(&n)))
+    let result = match *request {
+        Request::Remove(bin) => remove(&root, &steps, bin).map(|()| format!("removed step {bin}")),
+        Request::Add { bin, roles, base } => {
+            plan(&root, &steps, bin, roles, base).and_then(|n| add(&n).map(|()| done(&n)))
         }
-        _ => Err(USAGE.into()),
     };
     match result {
         Ok(text) => {
