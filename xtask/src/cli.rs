@@ -1,12 +1,8 @@
-//! The front door: which subcommand, in clap derive, and the rest of the command line handed
-//! to it untouched.
-//!
-//! `exercise`, `grade`, `steps` and `pair-line` have their arguments in clap derive too
-//! (`exercise/cli.rs`, `grade/cli.rs`); the others still parse their own (`run`, `bench`, …
-//! in their modules), and this layer only names them, so `cargo xtask` and `cargo xtask --help` list
-//! them and `cargo xtask SUB --help` shows SUB's usage. The usage lines here repeat what each
-//! subcommand prints when its arguments are wrong; `tests/front_door.rs` checks that they
-//! agree.
+//! The front door: every subcommand and its arguments, in clap derive, so `cargo xtask` and
+//! `cargo xtask --help` list them and `cargo xtask SUB --help` says what each argument is.
+//! The ones with many live beside their code: `exercise/cli.rs`, `grade/cli.rs`, and the
+//! runner's (`cargo xtask run`) in `testkit/src/runner/cli.rs`, which its `runner` binary
+//! shares.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -36,13 +32,7 @@ pub enum Command {
     /// A class's hand-ins graded in one lab VM boot, and the reports gradebooks take
     Grade(xtask::grade::GradeArgs),
     /// Step NN in its roles on the device: the server, then its client
-    // The runner answers `run --help` itself (testkit/src/runner/cli.rs), so the flag is
-    // its; `cargo xtask help run` shows this.
-    #[command(disable_help_flag = true)]
-    #[command(override_usage = "cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] \
-[--client WHO] [--wrap CMD] [--server-wrap CMD] [--client-wrap CMD] [--server-flags FLAGS] [--client-flags FLAGS] \
-[--ours-flags FLAGS] [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [--live] [-- FLAGS...]")]
-    Run(Rest),
+    Run(Box<testkit::runner::cli::RunArgs>),
     /// Add a step: everything steps/list.txt implies, as a skeleton (or --remove one)
     NewStep(NewStepArgs),
     /// The steps of steps/list.txt, one a line, with the facts asked for (for scripts)
@@ -172,18 +162,6 @@ pub struct NewStepArgs {
     pub remove: Option<String>,
 }
 
-/// The rest of `cargo xtask run`'s command line, as it was given: options and all (the
-/// runner parses it, `testkit/src/runner/cli.rs`).
-#[derive(Args, Debug, PartialEq)]
-pub struct Rest {
-    /// Passed to the subcommand as they are (see Usage)
-    // trailing_var_arg: after the first value everything is the subcommand's, `--help`
-    // and `--` included; allow_hyphen_values: so is a first value that starts with `-`
-    // (`new-step --remove`), unless it is `-h`/`--help`, which clap answers.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
-    pub args: Vec<String>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,10 +199,12 @@ mod tests {
     }
 
     #[test]
-    fn run_gets_its_arguments_as_given_dashes_included() {
+    fn run_takes_the_runners_arguments_dashes_included() {
         let run = ["05", "--peer", "c", "--client-wrap", "lab/impair --netem 'loss 5%' --", "--", "-s", "--help"];
-        let cli = parse(&[&["run"][..], &run].concat()).unwrap();
-        assert_eq!(cli.command, Some(Command::Run(Rest { args: run.map(String::from).to_vec() })));
+        let Some(Command::Run(a)) = parse(&[&["run"][..], &run].concat()).unwrap().command else { panic!("not run") };
+        assert_eq!((a.step.as_str(), a.peer.as_deref()), ("05", Some("c")));
+        assert_eq!(a.client_wrap.as_deref(), Some("lab/impair --netem 'loss 5%' --"));
+        assert_eq!(a.flags, ["-s", "--help"]);
     }
 
     #[test]
@@ -251,18 +231,14 @@ mod tests {
     }
 
     #[test]
-    fn help_after_a_subcommand_is_its_usage_except_run_which_answers_itself() {
-        for name in ["bench", "book", "exercise", "grade", "new-step"] {
+    fn help_after_a_subcommand_is_its_usage() {
+        for name in ["bench", "book", "exercise", "grade", "run", "new-step"] {
             for flag in ["--help", "-h"] {
                 let e = parse(&[name, flag]).unwrap_err();
                 assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{name} {flag}");
                 assert_eq!(e.exit_code(), 0, "{name} {flag}");
                 assert!(e.to_string().contains(&format!("cargo xtask {name} ")), "{name} {flag}: {e}");
             }
-        }
-        for flag in ["--help", "-h"] {
-            let run = Command::Run(Rest { args: vec![flag.to_string()] });
-            assert_eq!(parse(&["run", flag]).unwrap().command, Some(run));
         }
     }
 

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         Command::Book(a) => book::main(a.check),
         Command::Exercise(a) => exercise::main(&a.command),
         Command::Grade(a) => grade::main(&a.command),
-        Command::Run(r) => testkit::runner::cli::main(&r.args),
+        Command::Run(a) => testkit::runner::cli::main(a),
         Command::NewStep(a) => {
             let request = match (&a.remove, &a.bin, a.roles) {
                 (Some(bin), ..) => new_step::Request::Remove(bin),

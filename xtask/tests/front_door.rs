@@ -1,7 +1,5 @@
-//! `cargo xtask`'s front door (src/cli.rs) against the subcommands behind it: every
-//! subcommand answers `--help`; those whose arguments are clap's list theirs; `run`, which
-//! parses its own (the runner's), shows in `cargo xtask help run` the usage it prints
-//! itself, line for line, so the two cannot drift apart.
+//! `cargo xtask`'s front door (src/cli.rs) as a command: bare, it lists the subcommands;
+//! each answers `--help`, those with subcommands of their own list theirs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,34 +13,6 @@ fn xtask(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_xtask")).args(args).current_dir(project()).output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-}
-
-/// The forms of a `usage: A | B | …` line, each as a whole command (`cargo xtask SUB …`).
-fn forms(sub: &str, said: &str) -> Vec<String> {
-    let line = said.lines().find_map(|l| l.split_once("usage: ").map(|(_, u)| u)).unwrap_or_else(|| {
-        panic!("`{sub}` printed no usage line:\n{said}");
-    });
-    let whole = |f: &str| if f.starts_with("cargo xtask ") { f.to_string() } else { format!("cargo xtask {f}") };
-    // Split at ` | ` outside parentheses (`verdict --results FILE (--start | NN MESSAGE)`).
-    let mut forms: Vec<String> = Vec::new();
-    for piece in line.split(" | ") {
-        match forms.last_mut() {
-            Some(open) if open.matches('(').count() > open.matches(')').count() => *open += &format!(" | {piece}"),
-            _ => forms.push(piece.to_string()),
-        }
-    }
-    forms.iter().map(|f| whole(f.trim())).collect()
-}
-
-#[test]
-fn runs_help_is_the_usage_it_prints_itself() {
-    let (code, said, _) = xtask(&["run", "--help"]);
-    assert_eq!(code, 0, "run --help");
-    let (code, help, _) = xtask(&["help", "run"]);
-    assert_eq!(code, 0, "help run");
-    for form in forms("run", &said) {
-        assert!(help.contains(&form), "`cargo xtask help run` lacks `{form}`:\n{help}");
-    }
 }
 
 #[test]

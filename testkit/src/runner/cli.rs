@@ -28,31 +28,87 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::{Args, Parser, ValueEnum};
+
 use super::{Player, Ran, Run};
 use rdma_dissect::role::Role;
 
-const USAGE: &str = "usage: cargo xtask run NN [--peer ours|c|rping] [--as server|client] [--server WHO] \
-[--client WHO] [--wrap CMD] [--server-wrap CMD] [--client-wrap CMD] [--server-flags FLAGS] [--client-flags FLAGS] \
-[--ours-flags FLAGS] [--bin-dir DIR] [--port P] [--timeout S] [--out DIR] [--host ADDR] [--live] [-- FLAGS...]";
+/// `cargo xtask run`'s arguments (and the `runner` binary's): clap's, so `--help` says what
+/// each is. An option given twice counts once, the last time (as scripts that add to a
+/// command line expect).
+#[derive(Args, Debug, Clone, PartialEq)]
+#[command(args_override_self = true)]
+pub struct RunArgs {
+    /// The step: its number in steps/list.txt (or its bin)
+    #[arg(value_name = "NN")]
+    pub step: String,
+    /// Who plays the role opposite ours: ours, c (the C tool the step dissects) or rping
+    #[arg(long, value_name = "WHO")]
+    pub peer: Option<String>,
+    /// The role ours plays (the other is --peer's)
+    #[arg(long = "as", value_enum, value_name = "ROLE", default_value = "client")]
+    pub ours_as: Side,
+    /// Who plays the server, outright: ours, c or rping
+    #[arg(long, value_name = "WHO")]
+    pub server: Option<String>,
+    /// Who plays the client, outright: ours, c or rping
+    #[arg(long, value_name = "WHO")]
+    pub client: Option<String>,
+    /// A command every process runs under (words; '…' keeps spaces; {role} is the role)
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
+    pub wrap: Option<String>,
+    /// A command the server runs under, inside --wrap
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
+    pub server_wrap: Option<String>,
+    /// A command the client runs under, inside --wrap
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
+    pub client_wrap: Option<String>,
+    /// Flags only the server gets (words)
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub server_flags: Option<String>,
+    /// Flags only the client gets (words)
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub client_flags: Option<String>,
+    /// Flags only our programs get (--timeout, --break: the C tools do not know them)
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub ours_flags: Option<String>,
+    /// Where our steps' binaries are (default: target/debug)
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// The TCP port (default: a free one)
+    #[arg(long, value_name = "P")]
+    pub port: Option<u16>,
+    /// Seconds the whole run may take
+    #[arg(long, value_name = "S")]
+    pub timeout: Option<u64>,
+    /// Write each role's output to DIR/ROLE and its exit to DIR/ROLE.status
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Across two hosts: only --as's role runs here; ADDR is the server's host address
+    #[arg(long, value_name = "ADDR")]
+    pub host: Option<String>,
+    /// Print the one process's output as it comes
+    #[arg(long)]
+    pub live: bool,
+    /// Flags every process gets
+    #[arg(last = true, value_name = "FLAGS")]
+    pub flags: Vec<String>,
+}
 
-/// The options, each with one value (`--live` takes none).
-const OPTIONS: [&str; 15] = [
-    "--peer",
-    "--as",
-    "--server",
-    "--client",
-    "--wrap",
-    "--server-wrap",
-    "--client-wrap",
-    "--server-flags",
-    "--client-flags",
-    "--ours-flags",
-    "--bin-dir",
-    "--port",
-    "--timeout",
-    "--out",
-    "--host",
-];
+/// `--as`'s roles.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+pub enum Side {
+    Server,
+    Client,
+}
+
+/// The `runner` binary's command line: [`RunArgs`] alone.
+#[derive(Parser, Debug)]
+#[command(name = "runner", about = "`cargo xtask run` without the rest of xtask: a step in its roles on the device")]
+pub struct RunnerCli {
+    #[command(flatten)]
+    pub args: RunArgs,
+}
 
 /// What the command line asks for: the run, and where its output goes.
 struct Asked {
@@ -81,61 +137,39 @@ fn words(s: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
-/// Reads the command line (after `run`) into a [`Run`].
-fn parse(args: &[String]) -> Result<Asked, String> {
-    let (opts, flags) = match args.iter().position(|a| a == "--") {
-        Some(i) => (&args[..i], &args[i + 1..]),
-        None => (args, &args[..0]),
-    };
-    let (which, opts) = opts.split_first().ok_or("which step? (a number of steps/list.txt)")?;
-    let step = crate::step(which)?;
-    let (mut pairs, mut live) = (Vec::new(), false);
-    let mut it = opts.iter();
-    while let Some(opt) = it.next() {
-        if opt == "--live" {
-            live = true;
-            continue;
-        }
-        let value = it.next().ok_or_else(|| format!("{opt} wants a value"))?;
-        pairs.push((opt.as_str(), value.as_str()));
-    }
-    let value = |name: &str| pairs.iter().rev().find(|(o, _)| *o == name).map(|(_, v)| *v);
-    if let Some((bad, _)) = pairs.iter().find(|(o, _)| !OPTIONS.contains(o)) {
-        return Err(format!("unknown option {bad}"));
-    }
-    let bins = value("--bin-dir").map_or_else(|| crate::root().join("target/debug"), PathBuf::from);
+/// The run `a` asks for.
+fn parse(a: &RunArgs) -> Result<Asked, String> {
+    let step = crate::step(&a.step)?;
+    let bins = a.bin_dir.clone().unwrap_or_else(|| crate::root().join("target/debug"));
     let player = |word: &str| Player::parse(word, &step, &bins);
     let ours = player("ours")?;
-    let ours_as = match value("--as") {
-        None | Some("client") => Role::Client,
-        Some("server") => Role::Server,
-        Some(other) => return Err(format!("--as {other}: server or client")),
+    let ours_as = match a.ours_as {
+        Side::Server => Role::Server,
+        Side::Client => Role::Client,
     };
-    let peer = player(value("--peer").unwrap_or("ours"))?;
+    let peer = player(a.peer.as_deref().unwrap_or("ours"))?;
     let (mut server, mut client) = if ours_as == Role::Server { (ours, peer) } else { (peer, ours) };
-    if let Some(who) = value("--server") {
+    if let Some(who) = &a.server {
         server = player(who)?;
     }
-    if let Some(who) = value("--client") {
+    if let Some(who) = &a.client {
         client = player(who)?;
     }
     let mut run = Run::new(step).server(server).client(client);
-    run.flags = flags.to_vec();
-    let list = |name| value(name).map_or(Ok(Vec::new()), words);
+    run.flags = a.flags.clone();
+    let list = |value: &Option<String>| value.as_deref().map_or(Ok(Vec::new()), words);
     (run.server_flags, run.client_flags, run.ours_flags) =
-        (list("--server-flags")?, list("--client-flags")?, list("--ours-flags")?);
-    (run.wrap, run.server_wrap, run.client_wrap) = (list("--wrap")?, list("--server-wrap")?, list("--client-wrap")?);
-    run.live = live;
-    if let Some(port) = value("--port") {
-        run.port = Some(port.parse().map_err(|_| format!("--port {port}: a TCP port"))?);
+        (list(&a.server_flags)?, list(&a.client_flags)?, list(&a.ours_flags)?);
+    (run.wrap, run.server_wrap, run.client_wrap) = (list(&a.wrap)?, list(&a.server_wrap)?, list(&a.client_wrap)?);
+    run.live = a.live;
+    run.port = a.port;
+    if let Some(secs) = a.timeout {
+        run.timeout = Duration::from_secs(secs);
     }
-    if let Some(secs) = value("--timeout") {
-        run.timeout = Duration::from_secs(secs.parse().map_err(|_| format!("--timeout {secs}: seconds"))?);
-    }
-    if let Some(host) = value("--host") {
+    if let Some(host) = &a.host {
         run = run.across(ours_as, host);
     }
-    Ok(Asked { run, out: value("--out").map(PathBuf::from) })
+    Ok(Asked { run, out: a.out.clone() })
 }
 
 /// One process's output (stdout, then stderr), each line labelled with its role when the
@@ -162,12 +196,8 @@ fn write_out(dir: &Path, ran: &Ran) -> Result<(), String> {
     write(format!("{}.status", ran.label()), format!("{status}\n").as_bytes())
 }
 
-/// `run ARGS…`.
-pub fn main(args: &[String]) -> ExitCode {
-    if matches!(args.first().map(String::as_str), Some("-h" | "--help")) {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
+/// `run NN …`, parsed.
+pub fn main(args: &RunArgs) -> ExitCode {
     let result = parse(args).and_then(|asked| {
         let ran = asked.run.try_run()?;
         for r in &ran {
@@ -187,7 +217,7 @@ pub fn main(args: &[String]) -> ExitCode {
             ExitCode::from(1)
         }
         Err(e) => {
-            eprintln!("xtask run: {e}\n{USAGE}");
+            eprintln!("xtask run: {e}");
             ExitCode::from(2)
         }
     }
@@ -201,8 +231,12 @@ mod tests {
         words(line).unwrap()
     }
 
+    fn args(words: &[String]) -> Result<RunArgs, clap::Error> {
+        RunnerCli::try_parse_from(std::iter::once("runner".to_string()).chain(words.iter().cloned())).map(|c| c.args)
+    }
+
     fn asked(line: &str) -> Result<Asked, String> {
-        parse(&w(line))
+        parse(&args(&w(line)).map_err(|e| e.to_string())?)
     }
 
     #[test]
@@ -244,14 +278,14 @@ mod tests {
         assert!(run.run.wrap.is_empty() && run.out.is_none());
         let mut args = w("08 --wrap");
         args.push("valgrind --tool=memcheck --log-file=/t/{role}.log".into());
-        assert_eq!(parse(&args).unwrap().run.wrap.len(), 3);
+        assert_eq!(parse(&super::tests::args(&args).unwrap()).unwrap().run.wrap.len(), 3);
     }
 
     #[test]
     fn single_quotes_keep_a_wrapper_s_argument_whole() {
         let mut args = w("08 --server-wrap");
         args.push("lab/impair --netem 'delay 2ms reorder 30% 50%' --".into());
-        let run = parse(&args).unwrap().run;
+        let run = parse(&super::tests::args(&args).unwrap()).unwrap().run;
         assert_eq!(run.server_wrap, ["lab/impair", "--netem", "delay 2ms reorder 30% 50%", "--"]);
         assert_eq!(w("-C 1 '' a'b c'd"), ["-C", "1", "", "ab cd"]);
         assert!(words("--netem 'loss 5%").unwrap_err().contains("not closed"));
@@ -267,11 +301,23 @@ mod tests {
 
     #[test]
     fn mistakes_are_named() {
-        assert!(asked("").err().unwrap().contains("which step"));
+        use clap::error::ErrorKind;
+        let kind = |line: &str| args(&w(line)).unwrap_err().kind();
+        assert_eq!(kind(""), ErrorKind::MissingRequiredArgument);
         assert!(asked("99").err().unwrap().contains("no step `99`"));
         assert!(asked("08 --peer java").err().unwrap().contains("ours, c or rping"));
-        assert!(asked("08 --as both").err().unwrap().contains("server or client"));
-        assert!(asked("08 --bogus 1").err().unwrap().contains("unknown option --bogus"));
-        assert!(asked("08 --port").err().unwrap().contains("--port wants a value"));
+        assert_eq!(kind("08 --as both"), ErrorKind::InvalidValue);
+        assert_eq!(kind("08 --bogus 1"), ErrorKind::UnknownArgument);
+        assert_eq!(kind("08 --port"), ErrorKind::InvalidValue);
+        assert_eq!(kind("08 --port 70000"), ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn a_value_may_start_with_a_dash_and_the_last_of_an_option_counts() {
+        let run = asked("08 --ours-flags --timeout --server-flags -n --port 1 --port 2").unwrap().run;
+        assert_eq!((run.ours_flags, run.server_flags, run.port), (w("--timeout"), w("-n"), Some(2)));
+        let mut line = w("05 --ours-flags");
+        line.push("--timeout 5".into());
+        assert_eq!(parse(&args(&line).unwrap()).unwrap().run.ours_flags, w("--timeout 5"));
     }
 }
