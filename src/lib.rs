@@ -35,14 +35,14 @@
 //! * [`trace`] — the one-event-per-line trace on stdout, in `ibv_rc_pingpong`'s number
 //!   formats. A leaf: it knows events and number formats, nothing of verbs.
 //! * [`error`] — errors that explain themselves: verb, errno, likely cause, fix.
-//! * [`wire`] — the 52-byte address message, byte for byte as `ibv_rc_pingpong` sends it.
+//! * [`wire`] — the 52-byte address message, byte for byte as `ibv_rc_pingpong` sends it;
+//!   [`wire::rping`], a leaf, rping's 16-byte buffer message and its ping data.
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
 //! * [`link`] — what sysfs says about the link under the port (interface state, the
 //!   device's counters), read to explain a failure by what happened.
 //! * [`rdma_cm`] — the connection manager's events outside the verbs (stage 10): waiting for
 //!   one with a deadline, tracing it, explaining a reject or a failed resolution.
-//! * [`rping`] — rping on top of the stages (step 10): its buffers and its ping loop;
-//!   [`rping::info`], a leaf, its 16-byte buffer message and its ping data, byte for byte.
+//! * [`rping`] — rping on top of the stages (step 10): its buffers and its ping loop.
 //! * [`poll`] — polling a CQ outside the timed loop: waiting for given completions with a
 //!   deadline, explaining a failed one, tracing one.
 //! * [`role`] — server or client: which program of a run this process is. A leaf.

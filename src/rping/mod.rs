@@ -1,6 +1,6 @@
 //! rping, on top of the stages: rdma-core's `librdmacm/examples/rping.c` (Debian's `rping`,
 //! package `rdmacm-utils`) — its control block without the CM (`struct rping_cb`), its
-//! buffers (`rping_setup_buffers`), its wire format ([`info`]) and its ping loop
+//! buffers (`rping_setup_buffers`), its wire format ([`crate::wire::rping`]) and its ping loop
 //! (`rping_test_client`, `rping_test_server`). Step 10 speaks its protocol, so either side
 //! may be `rping`. The connection itself, and the READ, are stage 10's
 //! ([`crate::stages::rdma_cm`]); the SENDs and the receive are stage 07's, with its wr_ids,
@@ -35,9 +35,7 @@ use crate::verbs::{
 };
 use ibverbs_sys::ibv_wc_status::{IBV_WC_SUCCESS, IBV_WC_WR_FLUSH_ERR};
 
-pub mod info;
-
-pub use info::{c_string, ping_data, RpingInfo};
+pub use crate::wire::rping::{c_string, ping_data, RpingInfo};
 
 /// The length of every SEND and receive of rping: one [`RpingInfo`].
 const INFO_LEN: u32 = RpingInfo::LEN as u32;

@@ -38,7 +38,6 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::poll::{wait_spinning, Awaited::Send};
 use crate::rdma_cm::{await_event, explain_bind, explain_route, trace_state, Endpoint};
-use crate::rping::info::RpingInfo;
 use crate::stages::create_qp::{Queues, INIT_MASK};
 use crate::stages::modify_qp_rtr::RTR_MASK;
 use crate::stages::modify_qp_rts::RTS_MASK;
@@ -52,6 +51,7 @@ use crate::verbs::{
     CmId, Context, Cq, EventChannel, Mr, Pd, Qp, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QP_MAX_QP_RD_ATOMIC,
     IBV_SEND_SIGNALED, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE,
 };
+use crate::wire::rping::RpingInfo;
 
 /// rping's timeout for address and route resolution, in milliseconds.
 pub const RESOLVE_TIMEOUT_MS: i32 = 2000;

@@ -50,6 +50,7 @@
 use std::fmt;
 
 mod error;
+pub mod rping;
 pub use error::WireError;
 
 /// A fixed-size message of the side channel.

@@ -1,6 +1,9 @@
 //! rping's wire format: the 16-byte message that says where a buffer is, and the ping data,
 //! byte for byte as rdma-core's `librdmacm/examples/rping.c` writes them, so that step 10
-//! and Debian's `rping` understand each other. A leaf: it imports nothing of the crate's.
+//! and Debian's `rping` understand each other. It travels in SENDs on the QP, not over a
+//! side channel as the address message does, but it is a format peers must agree on byte
+//! for byte, as that one is: here, below stage 10 and rping's loop, which both use it. A
+//! leaf: it imports nothing of the crate's.
 
 /// `struct rping_rdma_info`: where a buffer is and how to reach it — 16 bytes on the wire,
 /// every field big-endian (`htobe64`/`htobe32`).
