@@ -282,17 +282,18 @@ impl ReferenceRuns {
     fn run(&self, n: usize) -> &RunResult {
         self.runs[n].get_or_init(|| {
             let (extra, side) = runs(&self.step).swap_remove(n);
-            run_once(&self.step, &self.reference, &self.reference, &extra, side)
+            run_once(&self.step, &self.reference, &[], &self.reference, &extra, side)
         })
     }
 }
 
-/// Grades one step: Ok(summary) when every run matches the reference's, Err(report) at the
-/// first difference. With `student`, their variant of the step (if it has one) is applied to
+/// Grades one step, `program` run under the words `under` (see [`run_once`]): Ok(summary)
+/// when every run matches the reference's, Err(report) at the first difference. With `student`, their variant of the step (if it has one) is applied to
 /// the reference's trace: their program must print its values in their fields.
 pub(crate) fn grade(
     refs: &ReferenceRuns,
     program: &str,
+    under: &[String],
     source: &str,
     student: Option<&str>,
 ) -> Result<String, String> {
@@ -305,7 +306,7 @@ pub(crate) fn grade(
     // Run by run, the student's program and then the reference: the first difference ends
     // the check, so a step that fails in its first run does not wait through the others.
     for (n, (extra, side)) in runs.iter().enumerate() {
-        let t = &run_once(step, program, &refs.reference, extra, *side);
+        let t = &run_once(step, program, under, &refs.reference, extra, *side);
         let r = refs.run(n);
         let run = format!("run {} of {} ({}{})", n + 1, runs.len(), "your step ", t.label);
         if let Some(why) = why_it_failed(&r.ours, step, "src/stages/")
@@ -383,7 +384,7 @@ pub(super) fn grade_cmd(cases: &[String], results: Option<&Path>, student: Optio
             println!("   {}'s variant: {}", v.name, v.id());
         }
         let start = Instant::now();
-        let verdict = grade(&refs, program, source, student);
+        let verdict = grade(&refs, program, &[], source, student);
         let seconds = start.elapsed().as_secs_f64();
         match &verdict {
             Ok(summary) => println!("PASS {}: {summary} ({seconds:.1} s)", step.nn),

@@ -46,8 +46,9 @@ pub(super) struct RunResult {
     pub(super) label: String,
 }
 
-/// Runs `program` (step `step`) in `side` with the step's partner opposite, through
-/// testkit's runner: the server first, the client once the server is ready. Ours (and the
+/// Runs `program` (step `step`), under the words `under` (the class grader's sandbox,
+/// `grade bounded UID SECONDS`; none for a student's own check), in `side` with the step's
+/// partner opposite, through testkit's runner: the server first, the client once the server is ready. Ours (and the
 /// reference, which is ours too) gets `--timeout`; a C peer that outlasts the step
 /// (`c-outlasts`: rc_pingpong opposite 05–07) is stopped once ours has exited and it has printed the
 /// peer's address. When ours fails, its peer — which would wait for ever for a partner
@@ -56,6 +57,7 @@ pub(super) struct RunResult {
 pub(super) fn run_once(
     step: &Exercise,
     program: &str,
+    under: &[String],
     reference: &str,
     extra: &[String],
     side: Option<Role>,
@@ -68,6 +70,7 @@ pub(super) fn run_once(
     let mut run = runner::Run::new(listed).ours(program).flags(&extra.iter().map(String::as_str).collect::<Vec<_>>());
     run.timeout = DEADLINE;
     let Some(partner) = step.partner else {
+        run.wrap = under.to_vec();
         let ran = run.run();
         return RunResult { ours: Ran::of(&ran[0], &ours_name), peer: None, side, label: format!("alone{flags}") };
     };
@@ -78,6 +81,7 @@ pub(super) fn run_once(
     };
     let ours_role = side.unwrap_or(Role::Client);
     let mut run = if ours_role == Role::Server { run.client(peer) } else { run.server(peer) };
+    *(if ours_role == Role::Server { &mut run.server_wrap } else { &mut run.client_wrap }) = under.to_vec();
     run = run.ours_flags(&["--timeout", &PEER_TIMEOUT.to_string()]);
     if step.cm {
         // rping's flags: three validated pings.

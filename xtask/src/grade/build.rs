@@ -211,14 +211,14 @@ pub(super) fn build_files(class: &Path, limits: &Limits, place: Place) -> Result
         let mut messages = Vec::new();
         let ended = match place {
             Place::Host => {
-                let argv = view.command(Who::Mapped(sandbox::BUILD_UID), &cargo, &args);
-                sandbox::bounded(&argv, Fence::Rlimit, limits, std::io::sink(), &mut messages)?
+                let sealed = view.command(Who::Mapped(sandbox::BUILD_UID), &cargo, &args);
+                sandbox::bounded(&sealed, Fence::Rlimit, limits, std::io::sink(), &mut messages)?
             }
             Place::Vm => {
                 sandbox::give(&cargo_home, sandbox::BUILD_UID)?;
-                let argv = view.command(Who::Account(sandbox::BUILD_UID), &cargo, &args);
+                let sealed = view.command(Who::Account(sandbox::BUILD_UID), &cargo, &args);
                 let name = format!("build-{}", std::process::id());
-                let ended = sandbox::bounded(&argv, Fence::Cgroup(&name), limits, std::io::sink(), &mut messages)?;
+                let ended = sandbox::bounded(&sealed, Fence::Cgroup(&name), limits, std::io::sink(), &mut messages)?;
                 sandbox::kill_all(sandbox::BUILD_UID);
                 ended
             }

@@ -31,9 +31,8 @@
 //! per graded step that each file is built in, in turn, `target/` their builds,
 //! `cargo-home/` the last build's own, `bins/` the programs built from the files,
 //! `built/KEY.log` what a build that failed said, `build.log` the compiler's messages,
-//! `sandbox/` the scripts that run each student's program sealed, `results/NAME.tsv` the
-//! verdicts (a student is graded once: what is there is kept, so an interrupted grading
-//! resumes), `reports/`.
+//! `results/NAME.tsv` the verdicts (a student is graded once: what is there is kept, so an
+//! interrupted grading resumes), `reports/`.
 //!
 //! A student's verdicts come only from what the grader ran here; nothing a student hands
 //! in besides the exercise files is read (their own `lab/check --junit` is a self-check).
@@ -394,7 +393,7 @@ struct Grading<'a> {
 fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> Result<ExitCode, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let reference_dir = exercise::reference_dir()?;
-    for dir in [class.join("sandbox"), class.join("results"), PathBuf::from(PROGRAMS)] {
+    for dir in [class.join("results"), PathBuf::from(PROGRAMS)] {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     }
     let tool = Path::new(PROGRAMS).join("xtask");
@@ -549,10 +548,10 @@ impl Grading<'_> {
         let (refs, bound) = self.reference(k)?;
         let (built, program) = (self.class.join("bins").join(key), Path::new(PROGRAMS).join(format!("{uid}-{key}")));
         std::fs::copy(&built, &program).map_err(io(&built))?;
-        let wrapper = self.class.join("sandbox").join(format!("{name}-{}", step.bin));
-        sandbox::wrapper(&wrapper, &self.tool, uid, *bound, &program)?;
+        let tool = self.tool.to_string_lossy().into_owned();
+        let under = [tool, "grade".into(), "bounded".into(), uid.to_string(), bound.to_string()];
         let source = format!("exercises/{}.rs", step.bin);
-        let verdict = exercise::grade(refs, &wrapper.to_string_lossy(), &source, Some(name));
+        let verdict = exercise::grade(refs, &program.to_string_lossy(), &under, &source, Some(name));
         sandbox::kill_all(uid);
         let _ = std::fs::remove_file(&program);
         Ok(verdict)

@@ -13,8 +13,8 @@
 //! - a build, on the host ([`Who::Mapped`]): in a user namespace of its own, as an account
 //!   that owns nothing outside, with no network, its address space bounded (`prlimit`);
 //!   where the host cannot make one (a chroot, a container), in the VM as a run is;
-//! - a run, in the VM ([`Who::Account`]): as an account of its own (`setpriv`, no new
-//!   privileges), in a cgroup whose memory (its `/tmp` and `/dev/shm` included) and
+//! - a run, in the VM ([`Who::Account`]): as an account of its own (started as it, in a
+//!   user namespace of its own, no new privileges), in a cgroup whose memory (its `/tmp` and `/dev/shm` included) and
 //!   process counts are bounded, all of it killed at once when it hits a bound.
 
 use std::ffi::OsString;
@@ -178,34 +178,36 @@ impl View {
         self
     }
 
-    /// `program args…` in this view as `who`.
-    pub(crate) fn command(&self, who: Who, program: &Path, args: &[OsString]) -> Vec<OsString> {
-        let mut argv: Vec<OsString> = vec!["bwrap".into()];
-        let id = match who {
-            Who::Account(uid) | Who::Mapped(uid) => uid.to_string(),
-        };
-        if let Who::Mapped(_) = who {
-            argv.extend(["--unshare-user", "--uid", &id, "--gid", &id].map(OsString::from));
-        }
+    /// `program args…` in this view as `who`: bubblewrap in a user namespace of its own,
+    /// where `who`'s uid is the process's, mapped to the same uid outside.
+    pub(crate) fn command(&self, who: Who, program: &Path, args: &[OsString]) -> Sealed {
+        let (Who::Account(uid) | Who::Mapped(uid)) = who;
+        let id = uid.to_string();
+        let mut argv: Vec<OsString> =
+            ["bwrap", "--unshare-user", "--uid", &id, "--gid", &id].map(OsString::from).into();
         argv.extend(self.args.iter().cloned());
         argv.push("--".into());
-        if let Who::Account(_) = who {
-            argv.extend(
-                ["setpriv", "--reuid", &id, "--regid", &id, "--clear-groups", "--no-new-privs", "--"]
-                    .map(OsString::from),
-            );
-        }
         argv.push(program.into());
         argv.extend(args.iter().cloned());
-        argv
+        Sealed { argv, who }
     }
+}
+
+/// A sandboxed command line ([`View::command`]) and who starts it.
+pub(crate) struct Sealed {
+    argv: Vec<OsString>,
+    who: Who,
 }
 
 /// Who a sandboxed process runs as.
 #[derive(Clone, Copy)]
 pub(crate) enum Who {
-    /// `uid` of the machine (bubblewrap run as root, then `setpriv`): in the VM, where
-    /// the grader is root and each student has an account of their own.
+    /// `uid` of the machine: in the VM, where the grader is root and each student has an
+    /// account of their own. The grader starts bubblewrap as that account, with no
+    /// supplementary group (what `setuid` from root does in Rust's `Command`), so nothing
+    /// in the sandbox is root even for a moment; bubblewrap's user namespace gives it no
+    /// capability outside, and `no_new_privs` (bubblewrap sets it) keeps a set-user-ID
+    /// program from lending it one.
     Account(u32),
     /// `uid` of a user namespace of its own, mapped to whoever runs the grader (bubblewrap
     /// unprivileged: an instructor's own account will do), with no capability: on the host.
@@ -328,12 +330,12 @@ pub(crate) enum Fence<'a> {
     Rlimit,
 }
 
-/// Runs `argv` (a [`View::command`]) within `fence`, bounded by `limits`: its stdout and
+/// Runs `sealed` (a [`View::command`]) within `fence`, bounded by `limits`: its stdout and
 /// stderr go to `out` and `err` until the output bound; when it hits a bound, it and
 /// everything it started are killed (its cgroup at once; else bubblewrap, whose PID
 /// namespace dies with it).
 pub(crate) fn bounded(
-    argv: &[OsString],
+    sealed: &Sealed,
     fence: Fence,
     limits: &Limits,
     out: impl Write + Send,
@@ -343,6 +345,7 @@ pub(crate) fn bounded(
         Fence::Cgroup(name) => Some(Cgroup::new(name, limits)?),
         Fence::Rlimit => None,
     };
+    let argv = &sealed.argv;
     let mut cmd = match &cgroup {
         Some(_) => Command::new(&argv[0]),
         None => {
@@ -352,6 +355,10 @@ pub(crate) fn bounded(
         }
     };
     cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Who::Account(uid) = sealed.who {
+        use std::os::unix::process::CommandExt;
+        cmd.uid(uid).gid(uid);
+    }
     let mut child = match &cgroup {
         // Born in the cgroup: everything from bubblewrap on is in it.
         Some(cgroup) => cgroup.spawn(&mut cmd)?,
@@ -460,17 +467,6 @@ pub(crate) fn kill_all(uid: u32) {
 /// the device it is told to use and how to print; nothing of the grader's own.
 const PASSED_ENV: [&str; 5] = ["NO_COLOR", "RDMA_DEVICE", "RDMA_IB_PORT", "RDMA_GID_INDEX", "RUST_BACKTRACE"];
 
-/// A shell script at `at` that runs `program` sealed and bounded as `uid` (through `tool
-/// grade bounded`, `tool` this grader): what the exercise grader runs in place of the
-/// student's binary.
-pub(crate) fn wrapper(at: &Path, tool: &Path, uid: u32, seconds: u64, program: &Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
-    let script = format!("#!/bin/sh\nexec {} grade bounded {uid} {seconds} {} \"$@\"\n", quote(tool), quote(program));
-    std::fs::write(at, script).map_err(|e| format!("{}: {e}", at.display()))?;
-    std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).map_err(|e| format!("{}: {e}", at.display()))
-}
-
 /// `grade bounded UID SECONDS PROGRAM ARGS…` (root, in the VM): runs PROGRAM as UID in a
 /// view of its own — the system, the RDMA devices and sysfs (libibverbs finds its devices
 /// there), PROGRAM itself, nothing else — with its output passed through, within [`RUN`]'s
@@ -487,11 +483,11 @@ pub(crate) fn bounded_cmd(uid: u32, seconds: u64, program: &Path, args: &[OsStri
             view.env(key, value);
         }
     }
-    let argv = view.command(Who::Account(uid), program, args);
+    let sealed = view.command(Who::Account(uid), program, args);
     let name = format!("run-{uid}-{}", std::process::id());
     // Everything it started is in its cgroup, killed when `bounded` returns; the grader ends
     // what UID has left anyway once the file's runs are over (see `kill_all`).
-    let ended = bounded(&argv, Fence::Cgroup(&name), &limits, std::io::stdout(), std::io::stderr())?;
+    let ended = bounded(&sealed, Fence::Cgroup(&name), &limits, std::io::stdout(), std::io::stderr())?;
     if let Some(why) = ended.bound(&limits) {
         eprintln!("\n[grader] stopped: {why}");
     }
