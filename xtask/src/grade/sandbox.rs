@@ -368,18 +368,33 @@ pub(crate) fn bounded(
     let (budget, flooded) = (AtomicUsize::new(limits.output), AtomicBool::new(false));
     let deadline = Instant::now() + Duration::from_secs(limits.seconds);
     let status = std::thread::scope(|scope| {
-        scope.spawn(|| pump(stdout, out, &budget, &flooded));
-        scope.spawn(|| pump(stderr, err, &budget, &flooded));
+        // Each pump says when it has stopped: its pipe closed (the process has most likely
+        // exited) or the output bound was hit. The waiting below wakes then, not at a tick.
+        let (stopped, pumps) = std::sync::mpsc::channel();
+        let (budget, flooded, also_stopped) = (&budget, &flooded, stopped.clone());
+        scope.spawn(move || {
+            pump(stdout, out, budget, flooded);
+            let _ = stopped.send(());
+        });
+        scope.spawn(move || {
+            pump(stderr, err, budget, flooded);
+            let _ = also_stopped.send(());
+        });
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break Ok(Some(status)),
                 Err(e) => break Err(e.to_string()),
                 Ok(None) => {}
             }
-            if flooded.load(Ordering::SeqCst) || Instant::now() > deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if flooded.load(Ordering::SeqCst) || left.is_zero() {
                 break Ok(None);
             }
-            std::thread::sleep(Duration::from_millis(20));
+            // Both pumps gone (the channel is closed) and the process not reaped yet: it is
+            // exiting, or it closed its pipes and runs on. Either way, look again shortly.
+            if pumps.recv_timeout(left.min(Duration::from_millis(100))).is_err() {
+                std::thread::sleep(left.min(Duration::from_millis(5)));
+            }
         };
         // Its children may hold the pipes open: they go, then the pumps end.
         if let Some(cgroup) = &cgroup {
