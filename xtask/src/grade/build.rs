@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::sandbox::{self, Ended, Fence, Limits, View, Who};
 use super::{graded_steps, io, student_file};
@@ -101,7 +101,8 @@ fn log_of(class: &Path, key: &str) -> PathBuf {
 
 /// CLASS/host-builds: whether this host builds the students' files while the lab VM runs
 /// those already built (lab/grade starts both at once). `grade build` writes its first line,
-/// `host` or `vm` (it cannot: the VM builds them); lab/grade adds `ended STATUS` when `grade
+/// `host` or `vm` (it cannot: the VM builds them); the VM adds `references` when it has made
+/// the reference's runs (see [`build_cmd`]); lab/grade adds `ended STATUS` when `grade
 /// build` has ended, however it ended.
 fn host_builds_file(class: &Path) -> PathBuf {
     class.join("host-builds")
@@ -110,6 +111,18 @@ fn host_builds_file(class: &Path) -> PathBuf {
 /// Whether the host builds the files beside the VM (see [`host_builds_file`]).
 pub(super) fn host_builds(class: &Path) -> bool {
     std::fs::read_to_string(host_builds_file(class)).is_ok_and(|t| t.lines().next() == Some("host"))
+}
+
+/// Says the lab VM has made the reference's runs (see [`host_builds_file`]).
+pub(super) fn say_references_made(class: &Path) -> Result<(), String> {
+    let path = host_builds_file(class);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).map_err(io(&path))?;
+    file.write_all(b"references\n").map_err(io(&path))
+}
+
+/// Whether the lab VM has made the reference's runs (see [`host_builds_file`]).
+fn references_made(class: &Path) -> bool {
+    std::fs::read_to_string(host_builds_file(class)).is_ok_and(|t| t.lines().any(|l| l == "references"))
 }
 
 /// Whether the host's builds have ended (see [`host_builds_file`]).
@@ -158,6 +171,11 @@ pub(super) fn build_cmd(class: &Path, limits: &Limits) -> Result<(), String> {
         return write_whole(&host_builds_file(class), b"vm\n");
     }
     write_whole(&host_builds_file(class), b"host\n")?;
+    // The builds wait for the reference's runs: beside them, even at the lowest priority,
+    // they would slow those runs under emulation, and their times set every bound.
+    while !references_made(class) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     build_files(class, limits, Place::Host)
 }
 
