@@ -110,8 +110,7 @@ struct Exercise {
     /// It connects with rdma_cm and takes rping's flags (10).
     cm: bool,
     /// The argument sets it runs with (after the device's `-d -i -g`), the list's `grade=`;
-    /// each pair step runs each set twice, the student's program as the server and then as
-    /// the client.
+    /// a pair step's in both roles (see [`run::runs`]).
     runs: Vec<Vec<String>>,
 }
 

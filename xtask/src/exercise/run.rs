@@ -100,9 +100,18 @@ pub(super) fn run_once(
     RunResult { ours, peer: Some(peer), side, label }
 }
 
-/// The runs of `step`, in a fixed order: each argument set, in each role a pair step has.
+/// The runs of `step`, in a fixed order: an `alone` step's argument sets; a pair step's
+/// one set in both roles, the student's program the server and then the client, or its
+/// several sets with the roles in turn. Each role and each set is run, not every pairing
+/// of them: a pair step's sets differ in how it waits for completions (busy polling, the
+/// completion channel), which its server and client do with the same code.
 pub(super) fn runs(step: &Exercise) -> Vec<(Vec<String>, Option<Role>)> {
-    let sides: &[Option<Role>] =
-        if step.partner.is_none() { &[None] } else { &[Some(Role::Server), Some(Role::Client)] };
-    step.runs.iter().flat_map(|extra| sides.iter().map(move |&side| (extra.clone(), side))).collect()
+    const ROLES: [Role; 2] = [Role::Server, Role::Client];
+    match (step.partner, step.runs.as_slice()) {
+        (None, sets) => sets.iter().map(|set| (set.clone(), None)).collect(),
+        (Some(_), [set]) => ROLES.iter().map(|&role| (set.clone(), Some(role))).collect(),
+        (Some(_), sets) => {
+            sets.iter().zip(ROLES.iter().cycle()).map(|(set, &role)| (set.clone(), Some(role))).collect()
+        }
+    }
 }
