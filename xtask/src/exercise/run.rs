@@ -14,6 +14,11 @@ pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
 /// takes 1-3 s under emulation, and one that waits for a peer gone wrong waits this long.
 pub(crate) const PEER_TIMEOUT: u64 = 5;
 
+/// How long a peer may run on once the program under test has failed. What it prints then
+/// is not graded (the report is ours' first difference from the reference's trace); what
+/// the redaction takes from it, its own address, it printed before the exchange.
+const PEER_GRACE: Duration = Duration::from_millis(250);
+
 /// What one process did.
 pub(super) struct Ran {
     /// What it was, for messages: `your 05_modify_qp_rtr`, `ibv_rc_pingpong`.
@@ -48,12 +53,12 @@ pub(super) struct RunResult {
 
 /// Runs `program` (step `step`), under the words `under` (the class grader's sandbox,
 /// `grade bounded UID SECONDS`; none for a student's own check), in `side` with the step's
-/// partner opposite, through testkit's runner: the server first, the client once the server is ready. Ours (and the
-/// reference, which is ours too) gets `--timeout`; a C peer that outlasts the step
-/// (`c-outlasts`: rc_pingpong opposite 05–07) is stopped once ours has exited and it has printed the
-/// peer's address. When ours fails, its peer — which would wait for ever for a partner
-/// that is gone — gets a second to print what it saw: the verdict is ours' failure
-/// whatever the peer does.
+/// partner opposite, through testkit's runner: the server first, the client once the
+/// server is ready. Ours (and the reference, which is ours too) gets `--timeout`; a C peer
+/// that outlasts the step (`c-outlasts`: rc_pingpong opposite 05–07) is stopped once ours
+/// has exited and it has printed the peer's address. When ours fails, its peer — which
+/// would wait for ever for a partner that is gone — gets [`PEER_GRACE`] to end by itself,
+/// then is stopped: the verdict is ours' failure whatever the peer does.
 pub(super) fn run_once(
     step: &Exercise,
     program: &str,
@@ -87,7 +92,7 @@ pub(super) fn run_once(
         // rping's flags: three validated pings.
         run = run.flags(&["-C", "3", "-V"]);
     }
-    run.after_failure = Some((Some(ours_role), Duration::from_secs(1)));
+    run.after_failure = Some((Some(ours_role), PEER_GRACE));
     let ran = run.run();
     let (ours, peer) = if ours_role == Role::Server { (&ran[0], &ran[1]) } else { (&ran[1], &ran[0]) };
     let (ours, mut peer) = (Ran::of(ours, &ours_name), Ran::of(peer, &peer_name));
