@@ -33,43 +33,52 @@ fn cargo_build(bin: &str) -> Vec<OsString> {
 }
 
 /// `grade prebuild CLASS` (host): builds each step's crate of the class's workspace,
-/// natively, from trusted code: the dependencies and the library the students' builds
-/// share, and, with the reference's stage as the student's file, the binary whose
-/// incremental state their builds start from (and the proof that the reference builds that
-/// way). Then that copy of the reference's stage goes: none is left for the students'
-/// builds to find.
+/// natively, from trusted code, in one cargo run (its jobs in parallel): the dependencies
+/// and the library the students' builds share, and, with the reference's stage as the
+/// student's file, the binary whose incremental state their builds start from (and the
+/// proof that the reference builds that way). Then those copies of the reference's stages
+/// go: none is left for the students' builds to find.
 pub(super) fn prebuild_cmd(class: &Path) -> Result<(), String> {
     let tools = sandbox::Toolchain::find()?;
     let home = class.join("home");
     for dir in [&class.join("target"), &home] {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
+    let project = exercise::root()?;
+    let mut args: Vec<OsString> = ["build", "--offline", "--bins", "--quiet"].map(OsString::from).into();
+    let mut placed = Vec::new();
     for step in graded_steps(class)? {
-        let krate = class.join("build").join(&step.bin);
-        if !krate.is_dir() {
+        if !class.join("build").join(&step.bin).is_dir() {
             continue;
         }
-        let (project, student) = (exercise::root()?, student_file(class, &step));
-        let reference = project.join(format!("src/stages/{}.rs", step.stage()));
-        std::fs::copy(&reference, &student).map_err(io(&reference))?;
-        let status = Command::new(tools.bin.join("cargo"))
-            .env_clear()
-            .envs(cargo_env(&tools, class, &home))
-            .args(cargo_build(&step.bin))
-            .current_dir(class.join("build"))
-            .status()
-            .map_err(|e| format!("cargo: {e}"));
-        std::fs::remove_file(&student).map_err(io(&student))?;
-        let status = status?;
-        if !status.success() {
-            return Err(format!(
-                "{} did not build as a student's file of {} ({status}): see the messages above",
-                reference.display(),
-                step.bin
-            ));
-        }
+        let (reference, student) =
+            (project.join(format!("src/stages/{}.rs", step.stage())), student_file(class, &step));
+        let copied = std::fs::copy(&reference, &student).map_err(io(&reference));
+        placed.push(student);
+        copied?;
+        args.extend(["--package".into(), super::step_package(&step.bin).into()]);
     }
-    Ok(())
+    let status = match placed.is_empty() {
+        true => None,
+        false => Some(
+            Command::new(tools.bin.join("cargo"))
+                .env_clear()
+                .envs(cargo_env(&tools, class, &home))
+                .args(&args)
+                .current_dir(class.join("build"))
+                .status()
+                .map_err(|e| format!("cargo: {e}")),
+        ),
+    };
+    for student in &placed {
+        std::fs::remove_file(student).map_err(io(student))?;
+    }
+    match status.transpose()? {
+        Some(status) if !status.success() => {
+            Err(format!("the reference's stages did not build as students' files ({status}): see the messages above"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The view a student's build sees: the system, the toolchain and the registry read-only,
