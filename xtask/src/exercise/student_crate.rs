@@ -124,7 +124,10 @@ pub(crate) fn class_workspace(project: &Path, build: &Path, members: &[String]) 
     }
     toml += "]\n";
     for (header, lines) in tables(&text) {
-        if header.starts_with("[workspace.") || header.starts_with("[profile") {
+        // Not the project's optimised packages (`[profile.dev.package.regex-…]`): they are
+        // for its tools, and here only bindgen, in ibverbs-sys's build script, would use them.
+        let tools_only = header.starts_with("[profile.dev.package.");
+        if header.starts_with("[workspace.") || (header.starts_with("[profile") && !tools_only) {
             toml += &format!("\n{}\n", lines.join("\n").trim_end());
         }
     }
