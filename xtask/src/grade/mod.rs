@@ -395,12 +395,18 @@ struct Grading<'a> {
 /// student's verdicts written in step order once all are in.
 fn grade_students(class: &Path, steps: &[testkit::Step], pending: &[String]) -> Result<ExitCode, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let reference_dir = exercise::reference_dir()?;
-    for dir in [class.join("results"), PathBuf::from(PROGRAMS)] {
+    let reference_dir = Path::new(PROGRAMS).join("reference");
+    for dir in [class.join("results"), reference_dir.clone()] {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     }
     let tool = Path::new(PROGRAMS).join("xtask");
     std::fs::copy(&exe, &tool).map_err(io(&tool))?;
+    // The reference's programs too: each is run for its step, and 09's is every student's
+    // peer.
+    for step in steps {
+        let built = exercise::reference_dir()?.join(&step.bin);
+        std::fs::copy(&built, reference_dir.join(&step.bin)).map_err(io(&built))?;
+    }
     for name in pending {
         let _ = std::fs::remove_file(class.join("results").join(format!("{name}.tsv.partial")));
     }
