@@ -27,9 +27,13 @@ fn cargo_env(tools: &sandbox::Toolchain, class: &Path, home: &Path) -> Vec<(&'st
     ]
 }
 
-/// `cargo build` of step `bin`'s program in the class's workspace, offline.
-fn cargo_build(bin: &str) -> Vec<OsString> {
-    ["build", "--offline", "--bins", "--quiet", "--package", &super::step_package(bin)].map(OsString::from).to_vec()
+/// `cargo build` of steps `bins`' programs in the class's workspace, offline.
+fn cargo_build<'a>(bins: impl IntoIterator<Item = &'a str>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = ["build", "--offline", "--bins", "--quiet"].map(OsString::from).into();
+    for bin in bins {
+        args.extend(["--package".into(), super::step_package(bin).into()]);
+    }
+    args
 }
 
 /// `grade prebuild CLASS` (host): builds each step's crate of the class's workspace,
@@ -45,8 +49,7 @@ pub(super) fn prebuild_cmd(class: &Path) -> Result<(), String> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
     let project = exercise::root()?;
-    let mut args: Vec<OsString> = ["build", "--offline", "--bins", "--quiet"].map(OsString::from).into();
-    let mut placed = Vec::new();
+    let (mut placed, mut bins) = (Vec::new(), Vec::new());
     for step in graded_steps(class)? {
         if !class.join("build").join(&step.bin).is_dir() {
             continue;
@@ -56,7 +59,7 @@ pub(super) fn prebuild_cmd(class: &Path) -> Result<(), String> {
         let copied = std::fs::copy(&reference, &student).map_err(io(&reference));
         placed.push(student);
         copied?;
-        args.extend(["--package".into(), super::step_package(&step.bin).into()]);
+        bins.push(step.bin);
     }
     let status = match placed.is_empty() {
         true => None,
@@ -64,7 +67,7 @@ pub(super) fn prebuild_cmd(class: &Path) -> Result<(), String> {
             Command::new(tools.bin.join("cargo"))
                 .env_clear()
                 .envs(cargo_env(&tools, class, &home))
-                .args(&args)
+                .args(cargo_build(bins.iter().map(String::as_str)))
                 .current_dir(class.join("build"))
                 .status()
                 .map_err(|e| format!("cargo: {e}")),
@@ -122,8 +125,12 @@ pub(super) fn host_builds(class: &Path) -> bool {
     std::fs::read_to_string(host_builds_file(class)).is_ok_and(|t| t.lines().next() == Some("host"))
 }
 
-/// Says the lab VM has made the reference's runs (see [`host_builds_file`]).
+/// Says the lab VM has made the reference's runs, when the host builds the files (see
+/// [`host_builds_file`]).
 pub(super) fn say_references_made(class: &Path) -> Result<(), String> {
+    if !host_builds(class) {
+        return Ok(());
+    }
     let path = host_builds_file(class);
     let mut file = std::fs::OpenOptions::new().append(true).open(&path).map_err(io(&path))?;
     file.write_all(b"references\n").map_err(io(&path))
@@ -234,7 +241,7 @@ pub(super) fn build_files(class: &Path, limits: &Limits, place: Place) -> Result
         }
         std::fs::create_dir_all(&cargo_home).map_err(io(&cargo_home))?;
         let view = build_view(&tools, class, &cargo_home);
-        let (cargo, args) = (tools.bin.join("cargo"), cargo_build(&step.bin));
+        let (cargo, args) = (tools.bin.join("cargo"), cargo_build([step.bin.as_str()]));
         let mut messages = Vec::new();
         let ended = match place {
             Place::Host => {

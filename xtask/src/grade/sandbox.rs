@@ -14,8 +14,9 @@
 //!   that owns nothing outside, with no network, its address space bounded (`prlimit`);
 //!   where the host cannot make one (a chroot, a container), in the VM as a run is;
 //! - a run, in the VM ([`Who::Account`]): as an account of its own (started as it, in a
-//!   user namespace of its own, no new privileges), in a cgroup whose memory (its `/tmp` and `/dev/shm` included) and
-//!   process counts are bounded, all of it killed at once when it hits a bound.
+//!   user namespace of its own, no new privileges), in a cgroup whose memory (its `/tmp`
+//!   and `/dev/shm` included) and process counts are bounded, all of it killed at once
+//!   when it hits a bound.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
