@@ -175,8 +175,8 @@ pub fn ping_server(ep: &Endpoint, cb: &mut RpingCb, opts: PingOptions) -> Result
                 drop(mute.take());
                 if let Some(wr_id) = end.flushed {
                     trace::line(format_args!(
-                        "wr_id {wr_id} flushed, then DISCONNECTED: the client ended the connection \
-                         (on iWARP its close flushes our receive before the CM reports it)"
+                        "wr_id {wr_id} flushed and DISCONNECTED: the client ended the connection \
+                         (on iWARP its close also flushes our receive, before or after the CM reports it)"
                     ));
                 }
                 trace_event(ep, &end.event);
@@ -220,7 +220,8 @@ pub fn ping_server(ep: &Endpoint, cb: &mut RpingCb, opts: PingOptions) -> Result
 /// Server: the completion of the "go ahead" SEND (rping's `send_buf`, which the server
 /// never fills: 16 zeros) in flight when `go_ahead` is set, and the client's next
 /// [`RpingInfo`]; or, once the client has disconnected, the DISCONNECTED event (not yet
-/// traced: the loop may be muted), with the flush of our receive that came first on iWARP. Polls the CQ and, between empty polls, the CM's channel.
+/// traced: the loop may be muted), with the flush of our receive on iWARP. Polls the CQ
+/// and, between empty polls, the CM's channel.
 /// `done`: how many of each kind (a "go ahead", a message) completed on this QP before, for
 /// the explanation of a failed one.
 ///
@@ -266,7 +267,7 @@ fn await_info(
         if ep.channel.ready(Duration::ZERO)? {
             let event = ep.channel.get_event(&ep.ids())?;
             if event.kind == RDMA_CM_EVENT_DISCONNECTED && received.is_none() {
-                let flushed = flushed_before(cb, go_ahead, &mut sent)?;
+                let flushed = flushed_after(cb, go_ahead, &mut sent)?;
                 sent.iter().for_each(trace_wc);
                 return Ok(Err(Disconnected { event, flushed }));
             }
@@ -282,14 +283,14 @@ fn await_info(
     }
 }
 
-/// How long a flush waits for the DISCONNECTED that explains it: the CM's event follows the
-/// flush at once on siw; a flush with no disconnect behind it is a failure, reported late
-/// by no more than this.
+/// How long a flush and the DISCONNECTED that explains it wait for each other: on siw the
+/// two come within moments, in either order; a flush with no disconnect behind it is a
+/// failure, reported late by no more than this.
 const DISCONNECT_GRACE: Duration = Duration::from_secs(2);
 
 /// The end of the connection, as the server meets it while it waits for the client's next
 /// message: the CM's DISCONNECTED event (not yet traced), and the wr_id of our posted
-/// receive when a flush of it came first.
+/// receive when it was flushed.
 struct Disconnected {
     event: CmEvent,
     flushed: Option<u64>,
@@ -299,12 +300,13 @@ struct Disconnected {
 /// when the CM's DISCONNECTED follows within [`DISCONNECT_GRACE`] (returned, not yet
 /// traced); `None` when it does not, and the flush is then explained as the failure it is.
 ///
-/// The order is the transport's. On RoCE the client's DisconnectRequest reaches the CM
-/// before anything flushes our receive. On iWARP the connection is the QP's own TCP stream
-/// (MPA): the client's close ends the stream, the QP leaves RTS and flushes the posted
-/// receive, and the CM reports DISCONNECTED after that (seen on siw). rping's server,
-/// waiting on its semaphore for the CM thread, never looks at the flush and ends on the
-/// disconnect; we poll the CQ, so we see the flush first and wait for what follows it.
+/// Whether there is a flush is the transport's. On RoCE the client's DisconnectRequest
+/// reaches the CM and nothing flushes our receive. On iWARP the connection is the QP's own
+/// TCP stream (MPA): the client's close ends the stream, the QP leaves RTS and flushes the
+/// posted receive, and the CM reports DISCONNECTED, in either order ([`flushed_after`]
+/// says why). rping's server, waiting on its semaphore for the CM thread, never looks at
+/// the flush and ends on the disconnect; we poll the CQ, so when the flush is first we wait
+/// for the disconnect behind it.
 fn flushed_by_disconnect(ep: &Endpoint, timeout: Duration) -> Result<Option<CmEvent>> {
     if !ep.channel.ready(timeout.min(DISCONNECT_GRACE))? {
         return Ok(None);
@@ -317,22 +319,36 @@ fn flushed_by_disconnect(ep: &Endpoint, timeout: Duration) -> Result<Option<CmEv
     Ok(Some(event))
 }
 
-/// After a DISCONNECTED met before any flush: the completions that reached the CQ between
-/// our last empty poll and the event. On iWARP the flush of our receive is among them (siw
-/// flushes when the stream closes, before the CM hears of it), so the end reads the same
-/// whichever of the two the loop looked at first. On RoCE nothing is flushed yet: our
-/// receive stays posted until `rdma_disconnect` moves the QP to the error state.
-fn flushed_before(cb: &RpingCb, go_ahead: bool, sent: &mut Option<ibv_wc>) -> Result<Option<u64>> {
+/// After a DISCONNECTED met before any flush: the flush of our receive, when the transport
+/// gives one, and a "go ahead" that completed beside it. On RoCE nothing is flushed yet: our
+/// receive stays posted until `rdma_disconnect` moves the QP to the error state, so only
+/// what already reached the CQ is taken. On iWARP the client's close flushes it, and siw
+/// does that after it has told the CM: the end of the stream is one work item of siw's CM
+/// that makes the CM's upcalls, then closes the QP (`siw_qp_llp_close`, which flushes),
+/// while the event goes on to us through the CM's own queue. The two come in either order,
+/// so on iWARP the flush is waited for, up to [`DISCONNECT_GRACE`], and the end reads the
+/// same whichever came first.
+fn flushed_after(cb: &RpingCb, go_ahead: bool, sent: &mut Option<ibv_wc>) -> Result<Option<u64>> {
+    let deadline = Instant::now() + DISCONNECT_GRACE;
+    let wait = cb.q.qp.is_iwarp();
     let mut wc = [verbs::WC_ZERO; 1];
-    while cb.q.cq.poll(&mut wc)? == 1 {
-        let status = verbs::wc_status(&wc[0]);
-        match wc[0].wr_id() {
-            PINGPONG_RECV_WRID if status == IBV_WC_WR_FLUSH_ERR => return Ok(Some(PINGPONG_RECV_WRID)),
-            PINGPONG_SEND_WRID if go_ahead && sent.is_none() && status == IBV_WC_SUCCESS => *sent = Some(wc[0]),
-            _ => {}
+    let mut backoff = Backoff::spin();
+    loop {
+        if cb.q.cq.poll(&mut wc)? == 1 {
+            let status = verbs::wc_status(&wc[0]);
+            match wc[0].wr_id() {
+                PINGPONG_RECV_WRID if status == IBV_WC_WR_FLUSH_ERR => return Ok(Some(PINGPONG_RECV_WRID)),
+                PINGPONG_SEND_WRID if go_ahead && sent.is_none() && status == IBV_WC_SUCCESS => *sent = Some(wc[0]),
+                _ => {}
+            }
+            continue;
         }
+        let now = Instant::now();
+        if !wait || now > deadline {
+            return Ok(None);
+        }
+        backoff.idle(now);
     }
-    Ok(None)
 }
 
 /// Checks a received message the way rping's `server_recv` does, reads it, and posts the
