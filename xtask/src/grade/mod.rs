@@ -295,9 +295,13 @@ fn build_errors(log: &str, build: &Path, student: &Path, bin: &str) -> String {
 /// its step, measured in the same boot: an infinite loop or a fork bomb ends soon, a slow
 /// but working program has room.
 const BOUND_FACTOR: f64 = 4.0;
-/// … and at least this long (s): longer than our programs wait for a peer that never comes
-/// ([`PEER_TIMEOUT`]), so such a program still says so itself.
+/// … and at least this long (s), for a step with a peer: longer than our programs wait for
+/// a peer that never comes ([`PEER_TIMEOUT`]), so such a program still says so itself.
 const BOUND_FLOOR: u64 = PEER_TIMEOUT + 3;
+/// … or this long, for a step that runs alone (01-04): it waits for nothing, and its
+/// reference's runs take well under a second even under emulation, so a program still
+/// running after this is stuck in its own code.
+const ALONE_FLOOR: u64 = 4;
 
 /// The exit status of `grade vm` when the reference itself failed: the device or the lab
 /// is broken, and lab/grade boots again rather than fail a student.
@@ -348,7 +352,8 @@ fn vm_cmd(class: &Path, build: &sandbox::Limits) -> Result<ExitCode, String> {
 /// emulation a run is mostly processes starting, or waiting (a C peer's retries, a
 /// program run to its bound), so two at a time overlap what one at a time would wait for.
 /// A run slowed by its neighbour has room: each is bounded by 4 times the reference's
-/// slowest run measured alone, and at least [`BOUND_FLOOR`], where a run takes 1-3 s.
+/// slowest run measured alone, and at least [`BOUND_FLOOR`] (or [`ALONE_FLOOR`]), where a
+/// run takes 1-3 s.
 fn workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -456,8 +461,8 @@ impl Grading<'_> {
             let reference = self.reference_dir.join(&step.bin);
             let runs = ReferenceRuns::new(step.nn(), &reference.to_string_lossy())?;
             let slowest = runs.run_all();
-            let bound =
-                ((slowest.as_secs_f64() * BOUND_FACTOR).ceil() as u64).clamp(BOUND_FLOOR, DEADLINE.as_secs() - 5);
+            let floor = if step.pair { BOUND_FLOOR } else { ALONE_FLOOR };
+            let bound = ((slowest.as_secs_f64() * BOUND_FACTOR).ceil() as u64).clamp(floor, DEADLINE.as_secs() - 5);
             eprintln!(
                 "grade: the reference's slowest run of {} took {:.1} s: a student's program may run {bound} s",
                 step.bin,
