@@ -114,3 +114,24 @@ fn a_class_of_every_kind_grades_as_intended() {
         .arg(&remote));
     assert!(again.contains("0 to grade"), "{again}");
 }
+
+/// `lab/grade --build-in-vm`: the files built in the lab VM (as where the host cannot make a
+/// user namespace), each as the build's account, from the host's toolchain and registry
+/// under root's home, which that account reaches only where the grader lends them.
+/// Honest, wrong and uncompilable files, each graded as intended.
+#[test]
+fn a_class_built_in_the_vm_grades_as_intended() {
+    let dir = root().join("target/grade-test-vm");
+    let _ = std::fs::remove_dir_all(&dir);
+    let handins = dir.join("handins");
+    run(Command::new("cargo").args(["xtask", "grade", "synth"]).arg(&handins).arg("5"));
+    let class = dir.join("class");
+    let text = run(Command::new(root().join("lab/grade"))
+        .arg("--out")
+        .arg(&class)
+        .args(["--steps", "05", "--build-in-vm"])
+        .arg(&handins));
+    println!("{text}");
+    assert!(text.contains("5 files built"), "{text}");
+    run(Command::new("cargo").args(["xtask", "grade", "verify"]).arg(&class).arg(handins.join("intended.tsv")));
+}

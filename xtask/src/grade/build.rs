@@ -90,11 +90,14 @@ pub(super) fn prebuild_cmd(class: &Path) -> Result<(), String> {
 /// The class's other step crates are there (cargo loads the whole workspace), and with
 /// them the stages they keep whole; a file cannot read them, as `vet` refuses every way
 /// to read a file at compile time.
-fn build_view(tools: &sandbox::Toolchain, class: &Path, cargo_home: &Path) -> View {
+/// `lent`: where bubblewrap finds the toolchain and the registry (see [`lend_tools`]); they
+/// are bound at their own paths.
+fn build_view(tools: &sandbox::Toolchain, lent: &[PathBuf; 2], class: &Path, cargo_home: &Path) -> View {
+    let registry = tools.cargo_home.join("registry");
     let mut view = View::system()
-        .ro(&tools.sysroot)
+        .ro_at(&lent[0], &tools.sysroot)
         .rw_at(cargo_home, &tools.cargo_home)
-        .ro(&tools.cargo_home.join("registry"))
+        .ro_at(&lent[1], &registry)
         .rw(&class.join("build"))
         .rw(&class.join("target"))
         .no_network()
@@ -103,6 +106,22 @@ fn build_view(tools: &sandbox::Toolchain, class: &Path, cargo_home: &Path) -> Vi
         view.env(key, value);
     }
     view
+}
+
+/// Where the build's account finds the toolchain and the registry, for [`build_view`] to
+/// bind at their own paths. On the host, where they are: the instructor's own account
+/// builds. In the VM, mounted again under /run/grade: there they are the host's, under
+/// root's home (rustup's default), which the build's account may not enter.
+fn lend_tools(tools: &sandbox::Toolchain, place: Place) -> Result<[PathBuf; 2], String> {
+    let own = [tools.sysroot.clone(), tools.cargo_home.join("registry")];
+    if place == Place::Host {
+        return Ok(own);
+    }
+    let lent = [PathBuf::from("/run/grade/toolchain"), PathBuf::from("/run/grade/registry")];
+    for (dir, at) in own.iter().zip(&lent) {
+        sandbox::lend(dir, at)?;
+    }
+    Ok(lent)
 }
 
 /// Where the build of file `key` left what it said (CLASS/built/KEY.log); its program, when
@@ -210,6 +229,7 @@ pub(super) fn build_files(class: &Path, limits: &Limits, place: Place) -> Result
         return Ok(());
     }
     let tools = sandbox::Toolchain::find()?;
+    let lent = lend_tools(&tools, place)?;
     let (bins, logs) = (class.join("bins"), class.join("built"));
     for dir in [&bins, &logs] {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -240,7 +260,7 @@ pub(super) fn build_files(class: &Path, limits: &Limits, place: Place) -> Result
             std::fs::remove_dir_all(&cargo_home).map_err(io(&cargo_home))?;
         }
         std::fs::create_dir_all(&cargo_home).map_err(io(&cargo_home))?;
-        let view = build_view(&tools, class, &cargo_home);
+        let view = build_view(&tools, &lent, class, &cargo_home);
         let (cargo, args) = (tools.bin.join("cargo"), cargo_build([step.bin.as_str()]));
         let mut messages = Vec::new();
         let ended = match place {

@@ -158,6 +158,11 @@ impl View {
         self.bind("--bind", from, at)
     }
 
+    /// `from`, read-only, at `at`.
+    pub(crate) fn ro_at(self, from: &Path, at: &Path) -> View {
+        self.bind("--ro-bind", from, at)
+    }
+
     /// The device files under `path` (`/dev/infiniband`).
     pub(crate) fn dev(mut self, path: &Path) -> View {
         self.arg("--dev-bind").arg(path).arg(path);
@@ -446,6 +451,13 @@ pub(crate) fn in_memory(dir: &Path) -> Result<(), String> {
         .args(["-t", "overlay", "overlay", "-o"])
         .arg(format!("lowerdir={lower},upperdir={upper},workdir={work},metacopy=on"))
         .arg(dir))
+}
+
+/// Mounts `dir` again at `at` (made if missing), in the VM, for an account that cannot
+/// reach `dir` where it is: bubblewrap, started as that account, binds it from `at`.
+pub(crate) fn lend(dir: &Path, at: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(at).map_err(|e| format!("{}: {e}", at.display()))?;
+    run(Command::new("mount").arg("--bind").arg(dir).arg(at))
 }
 
 /// Makes `uid` the owner of `dir` and everything below it (in the VM's memory: see
