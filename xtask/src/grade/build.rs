@@ -279,6 +279,11 @@ pub(super) fn build_files(class: &Path, limits: &Limits, place: Place) -> Result
         };
         let messages = String::from_utf8_lossy(&messages).into_owned();
         let _ = writeln!(log, "== {key}\n{messages}");
+        // bubblewrap says why it could not make the view, and exits 1; cargo, whatever the
+        // file, exits 101 when a build fails. The lab's failure, not the student's.
+        if ended == Ended::Status(1) && messages.starts_with("bwrap: ") {
+            return Err(format!("a build's sandbox could not be made: {}", messages.trim_end()));
+        }
         let (record, verdict) = match ended.bound(limits) {
             Some(why) => (Some(format!("the build was stopped: {why}\n{messages}")), ", stopped by its bound"),
             None if ended == Ended::Status(0) => {
