@@ -482,6 +482,31 @@ pub(crate) fn user_namespaces() -> Result<(), String> {
     }
 }
 
+/// Whether a student's program can be run here as it is graded (in the VM, as root): one
+/// run of `/usr/bin/true`, sealed and bounded as every run is, as the first run account.
+/// Where the kernel refuses that account a user namespace, or bubblewrap is missing, every
+/// run would fail as if the student's program had: the grader says so instead, and grades
+/// no one.
+pub(crate) fn sealed_runs() -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new(exe)
+        .args(["grade", "bounded", &FIRST_RUN_UID.to_string(), "5", "/usr/bin/true"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("grade bounded: {e}"))?;
+    kill_all(FIRST_RUN_UID);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "a student's program cannot be run sealed in this VM (`grade bounded {FIRST_RUN_UID} 5 /usr/bin/true`, {}): {}; \
+             no one was graded",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// Ends every process of `uid` (what a program left behind outside its cgroup: nothing,
 /// unless the grader has a bug). `kill -1`, started as that account, signals exactly its
 /// processes (Linux spares the caller).

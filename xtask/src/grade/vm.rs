@@ -43,6 +43,7 @@ pub(super) fn vm_cmd(class: &Path, build: &sandbox::Limits) -> Result<ExitCode, 
         return Ok(ExitCode::SUCCESS);
     }
     sandbox::cgroups()?;
+    sandbox::sealed_runs()?;
     let start = Instant::now();
     if !build::host_builds(class) {
         build::build_files(class, build, build::Place::Vm)?;
