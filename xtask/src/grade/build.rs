@@ -93,11 +93,11 @@ pub(super) fn prebuild_cmd(class: &Path) -> Result<(), String> {
 /// `lent`: where bubblewrap finds the toolchain and the registry (see [`lend_tools`]); they
 /// are bound at their own paths.
 fn build_view(tools: &sandbox::Toolchain, lent: &[PathBuf; 2], class: &Path, cargo_home: &Path) -> View {
-    let registry = tools.cargo_home.join("registry");
+    let [sysroot, registry] = lent;
     let mut view = View::system()
-        .ro_at(&lent[0], &tools.sysroot)
+        .ro_at(sysroot, &tools.sysroot)
         .rw_at(cargo_home, &tools.cargo_home)
-        .ro_at(&lent[1], &registry)
+        .ro_at(registry, &tools.cargo_home.join("registry"))
         .rw(&class.join("build"))
         .rw(&class.join("target"))
         .no_network()
