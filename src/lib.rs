@@ -23,6 +23,7 @@
 //! | `10_rdma_cm`       | [`stages::rdma_cm`]       | rping on the connection manager: `rdma_create_event_channel`, `rdma_create_id`, `rdma_bind_addr`, listen or resolve, `rdma_get_cm_event` / `rdma_ack_cm_event`, `rdma_create_qp`, connect or accept, `rdma_init_qp_attr`, disconnect; RDMA READ |
 //! | `11_ud_pingpong`   | [`stages::ud_pingpong`]   | a UD QP (`IBV_QPT_UD`, a Q_Key at INIT), RTR and RTS without a peer, `ibv_create_ah`, datagram sends (`wr.ud`), receives with the GRH in front |
 //! | `12_srq_pingpong`  | [`stages::srq_pingpong`]  | one SRQ for `-q` QPs: `ibv_create_srq`, `ibv_post_srq_recv`; its limit: `ibv_modify_srq`, and the async event `ibv_get_async_event`, `ibv_ack_async_event` |
+//! | `13_atomics`       | [`stages::atomics`]       | TODO (for now its base's): one-sided RDMA WRITE, WRITE WITH IMMEDIATE (`ibv_post_send` with another opcode) |
 //!
 //! # Layout
 //!

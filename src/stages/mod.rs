@@ -9,6 +9,7 @@
 //! for step 10's rping loop ([`crate::rping`]), which is built on them.
 
 pub mod alloc_pd;
+pub mod atomics;
 pub mod create_qp;
 pub mod modify_qp_rtr;
 pub mod modify_qp_rts;

@@ -260,9 +260,12 @@ fn break_help_lists_the_cases() {
 #[test]
 fn steps_without_cases_say_so() {
     let no_cases = "this step has no --break cases";
-    for program in
-        [env!("CARGO_BIN_EXE_01_open_device"), env!("CARGO_BIN_EXE_02_alloc_pd"), env!("CARGO_BIN_EXE_08_poll_cq")]
-    {
+    for program in [
+        env!("CARGO_BIN_EXE_01_open_device"),
+        env!("CARGO_BIN_EXE_02_alloc_pd"),
+        env!("CARGO_BIN_EXE_08_poll_cq"),
+        env!("CARGO_BIN_EXE_13_atomics"),
+    ] {
         let help = stdout(&run(program, &args(&["--help"])));
         assert!(help.contains("Usage:") && !help.contains("--break"), "{program} --help:\n{help}");
         let out = run(program, &args(&["--break", "help"]));

@@ -125,3 +125,8 @@ fn step_11_ud_pingpong() {
 fn step_12_srq_pingpong() {
     pair("12_srq_pingpong", env!("CARGO_BIN_EXE_12_srq_pingpong"), &["-q", "2"]);
 }
+
+#[test]
+fn step_13_atomics() {
+    pair("13_atomics", env!("CARGO_BIN_EXE_13_atomics"), &[]);
+}
