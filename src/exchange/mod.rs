@@ -226,6 +226,17 @@ impl Connection {
     /// e.g. 09's 78-byte message sent to a 52-byte reader. Bytes the peer sends later cannot
     /// be told apart from a next message, so that check is best-effort.
     pub fn recv<M: Message>(&mut self) -> Result<M, ExchangeError> {
+        self.recv_checked(true)
+    }
+
+    /// [`Connection::recv`] for a protocol's last message, after which the peer may send
+    /// something this side does not read (perftest 6.06 writes `"done"` right behind its
+    /// last keys, and later versions nothing): bytes that follow are not a fault.
+    pub fn recv_last<M: Message>(&mut self) -> Result<M, ExchangeError> {
+        self.recv_checked(false)
+    }
+
+    fn recv_checked<M: Message>(&mut self, nothing_after: bool) -> Result<M, ExchangeError> {
         let mut buf = vec![0u8; M::LEN];
         let mut got = 0;
         let deadline = Instant::now() + self.timeout;
@@ -281,7 +292,7 @@ impl Connection {
                 Err(e) => return Err(ExchangeError::Io { peer: Some(self.peer), op: "read", source: e }),
             }
         }
-        let extra = self.pending_bytes();
+        let extra = if nothing_after { self.pending_bytes() } else { Vec::new() };
         if !extra.is_empty() {
             return Err(ExchangeError::OverLong {
                 peer: self.peer,

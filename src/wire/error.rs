@@ -19,6 +19,9 @@ pub enum WireError {
     FieldOutOfRange { field: &'static str, value: u64, max: u64 },
     /// The 5 bytes that should be `done\0` are something else.
     NotDone { found: Vec<u8> },
+    /// A message of perftest's handshake ([`super::perftest`]) that is not what perftest
+    /// sends: `what` it is, `detail` what is wrong.
+    Perftest { what: &'static str, detail: String },
 }
 
 impl std::error::Error for WireError {}
@@ -82,6 +85,11 @@ impl fmt::Display for WireError {
                 f,
                 "expected the 5 bytes \"done\\0\" that end rc_pingpong's exchange, got \"{}\"",
                 found.escape_ascii()
+            ),
+            WireError::Perftest { what, detail } => write!(
+                f,
+                "{what}: {detail} (perftest's handshake, src/perftest_communication.c: is the peer \
+                 a perftest tool of version 5.70 or later, run without -R?)"
             ),
         }
     }

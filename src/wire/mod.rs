@@ -50,6 +50,7 @@
 use std::fmt;
 
 mod error;
+pub mod perftest;
 pub mod rping;
 pub use error::WireError;
 
