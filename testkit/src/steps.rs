@@ -28,6 +28,10 @@ pub struct Step {
     /// The C tool can be our program's peer (`c=` without `no-c-peer`): the grader and
     /// lab/pair-test pair ours with it; otherwise with ours.
     pub c_peer: bool,
+    /// The grader pairs ours with the C tool: it can be a peer ([`Step::c_peer`]) and the
+    /// list does not say `graded-with-ours` (perftest's `ib_atomic_lat` fills its buffer with
+    /// random bytes, so what our side traces of it differs from run to run).
+    pub graded_with_c: bool,
     /// `grade=`: the argument sets the grader runs; one empty set (the defaults) when the
     /// list names none.
     pub grade: Vec<Vec<String>>,
@@ -131,6 +135,7 @@ pub fn parse_steps(text: &str) -> Result<Vec<Step>, String> {
             c: None,
             c_outlasts: false,
             c_peer: false,
+            graded_with_c: true,
             grade: Vec::new(),
             two_hosts: Vec::new(),
             two_hosts_c: true,
@@ -155,21 +160,23 @@ pub fn parse_steps(text: &str) -> Result<Vec<Step>, String> {
                 ("c", Some(_)) => return Err(at("`c=PROGRAM` names the C tool of a `pair` step".into())),
                 ("c-outlasts", None) => step.c_outlasts = true,
                 ("no-c-peer", None) => no_c_peer = true,
+                ("graded-with-ours", None) => step.graded_with_c = false,
                 ("grade", Some(v)) => step.grade.push(args(v)),
                 ("two-hosts", Some(v)) if pair => step.two_hosts = args(v),
                 ("two-hosts-ours-only", None) if pair => step.two_hosts_c = false,
                 _ => {
                     return Err(at(format!(
-                    "`{fact}` is not a fact the list knows (base=BIN, c=PROGRAM, c-outlasts, no-c-peer, grade=ARGS, \
+                    "`{fact}` is not a fact the list knows (base=BIN, c=PROGRAM, c-outlasts, no-c-peer, graded-with-ours, grade=ARGS, \
                          and for a pair step two-hosts=ARGS, two-hosts-ours-only)"
                 )))
                 }
             }
         }
-        if step.c.is_none() && (step.c_outlasts || no_c_peer) {
-            return Err(at("`c-outlasts` and `no-c-peer` need a `c=PROGRAM`".into()));
+        if step.c.is_none() && (step.c_outlasts || no_c_peer || !step.graded_with_c) {
+            return Err(at("`c-outlasts`, `no-c-peer` and `graded-with-ours` need a `c=PROGRAM`".into()));
         }
         step.c_peer = step.c.is_some() && !no_c_peer;
+        step.graded_with_c &= step.c_peer;
         step.two_hosts_c &= step.c_peer || cm;
         if step.grade.is_empty() {
             step.grade.push(Vec::new());
@@ -205,15 +212,18 @@ mod tests {
     fn the_facts_after_the_roles_are_read_with_their_defaults() {
         let list = "# a comment\n01_a alone\n02_b alone grade= grade=-s,100\n\n\
                     03_c pair c=ibv_rc_pingpong c-outlasts two-hosts=-n,100,-c\n\
-                    04_d pair base=02_b c=ib_write_bw no-c-peer\n05_e pair two-hosts-ours-only\n06_f cm base=01_a\n";
+                    04_d pair base=02_b c=ib_write_bw no-c-peer\n05_e pair two-hosts-ours-only\n06_f cm base=01_a\n\
+                    07_g pair c=ib_atomic_lat graded-with-ours\n";
         let s = parse_steps(list).unwrap();
         assert_eq!(
             s.iter().map(|s| s.base.as_deref()).collect::<Vec<_>>(),
-            [None, Some("01_a"), Some("02_b"), Some("02_b"), Some("04_d"), Some("01_a")]
+            [None, Some("01_a"), Some("02_b"), Some("02_b"), Some("04_d"), Some("01_a"), Some("06_f")]
         );
         assert_eq!(s[0].grade, [Vec::<String>::new()], "no grade=: the defaults, once");
         assert_eq!(s[1].grade, [vec![], vec!["-s".to_string(), "100".into()]]);
         assert!(s[2].c.as_deref() == Some("ibv_rc_pingpong") && s[2].c_outlasts && s[2].c_peer && s[2].two_hosts_c);
+        assert!(s[2].graded_with_c && !s[3].graded_with_c, "graded with the C tool when it can be a peer");
+        assert!(s[6].c_peer && s[6].two_hosts_c && !s[6].graded_with_c, "graded-with-ours: only the grader");
         assert_eq!(s[2].two_hosts, ["-n", "100", "-c"]);
         assert!(s[3].c.is_some() && !s[3].c_peer && !s[3].two_hosts_c, "no-c-peer: ours across two hosts too");
         assert!(s[4].c.is_none() && !s[4].c_peer && !s[4].two_hosts_c);
@@ -228,6 +238,7 @@ mod tests {
         };
         refused("01_a alone c=ibv_rc_pingpong\n", "`01_a alone c=ibv_rc_pingpong`: `c=PROGRAM` names the C tool");
         refused("01_a pair c-outlasts\n", "need a `c=PROGRAM`");
+        refused("01_a pair graded-with-ours\n", "need a `c=PROGRAM`");
         refused("01_a pair colour=blue\n", "`colour=blue` is not a fact the list knows (base=BIN");
         refused("01_a alone two-hosts=-n,1\n", "not a fact the list knows");
         refused("01_a alone\n02_b alone base=03_c\n", "base `03_c` is not a step listed before");

@@ -90,7 +90,8 @@ use std::process::ExitCode;
 enum Partner {
     /// The step's C tool (steps/list.txt's `c=`: Debian's `ibv_rc_pingpong`, …).
     C,
-    /// Our reference step: the C tool cannot be the step's peer (`no-c-peer`, or none).
+    /// Our reference step: the C tool cannot be the step's peer (`no-c-peer`, or none), or
+    /// the list says `graded-with-ours`.
     Reference,
     /// Debian's `rping` (a `cm` step: rdma_cm and rping's protocol).
     Rping,
@@ -121,7 +122,7 @@ fn step(nn: &str) -> Result<Exercise, String> {
     let listed = common::step(nn)?;
     let partner = match (listed.pair, listed.cm) {
         (true, true) => Some(Partner::Rping),
-        (true, false) if listed.c_peer => Some(Partner::C),
+        (true, false) if listed.graded_with_c => Some(Partner::C),
         (true, false) => Some(Partner::Reference),
         _ => None,
     };
@@ -130,7 +131,7 @@ fn step(nn: &str) -> Result<Exercise, String> {
         bin: listed.bin.clone(),
         stage: listed.stage().to_string(),
         partner,
-        c_outlasts: listed.c_peer && listed.c_outlasts,
+        c_outlasts: listed.graded_with_c && listed.c_outlasts,
         cm: listed.cm,
         runs: listed.grade.clone(),
     })
