@@ -7,7 +7,8 @@
 //! writes into the connected QP instead of ping-ponging) and prints a trace of exactly what
 //! the verbs did. Step 10 takes apart what real programs do next: librdmacm's `rping`,
 //! which connects with the connection manager and adds RDMA READ; steps 11 and 12 take
-//! apart rdma-core's other ping-pongs, over UD and with a shared receive queue.
+//! apart rdma-core's other ping-pongs, over UD and with a shared receive queue; step 13
+//! adds the atomics, against perftest's `ib_atomic_lat`.
 //!
 //! | step binary (`steps/`) | stage module | verbs added |
 //! |---|---|---|
@@ -23,7 +24,7 @@
 //! | `10_rdma_cm`       | [`stages::rdma_cm`]       | rping on the connection manager: `rdma_create_event_channel`, `rdma_create_id`, `rdma_bind_addr`, listen or resolve, `rdma_get_cm_event` / `rdma_ack_cm_event`, `rdma_create_qp`, connect or accept, `rdma_init_qp_attr`, disconnect; RDMA READ |
 //! | `11_ud_pingpong`   | [`stages::ud_pingpong`]   | a UD QP (`IBV_QPT_UD`, a Q_Key at INIT), RTR and RTS without a peer, `ibv_create_ah`, datagram sends (`wr.ud`), receives with the GRH in front |
 //! | `12_srq_pingpong`  | [`stages::srq_pingpong`]  | one SRQ for `-q` QPs: `ibv_create_srq`, `ibv_post_srq_recv`; its limit: `ibv_modify_srq`, and the async event `ibv_get_async_event`, `ibv_ack_async_event` |
-//! | `13_atomics`       | [`stages::atomics`]       | TODO (for now its base's): one-sided RDMA WRITE, WRITE WITH IMMEDIATE (`ibv_post_send` with another opcode) |
+//! | `13_atomics`       | [`stages::atomics`]       | atomics: `ibv_post_send` with `IBV_WR_ATOMIC_FETCH_AND_ADD` or `IBV_WR_ATOMIC_CMP_AND_SWP` (`wr.atomic`), `atomic_cap` from `ibv_query_device`; perftest's handshake |
 //!
 //! # Layout
 //!
@@ -37,7 +38,8 @@
 //!   formats. A leaf: it knows events and number formats, nothing of verbs.
 //! * [`error`] — errors that explain themselves: verb, errno, likely cause, fix.
 //! * [`wire`] — the 52-byte address message, byte for byte as `ibv_rc_pingpong` sends it;
-//!   [`wire::rping`], a leaf, rping's 16-byte buffer message and its ping data.
+//!   [`wire::rping`], a leaf, rping's 16-byte buffer message and its ping data;
+//!   [`wire::perftest`], perftest's handshake (step 13).
 //! * [`exchange`] — the TCP side channel that carries it, with timeouts.
 //! * [`link`] — what sysfs says about the link under the port (interface state, the
 //!   device's counters), read to explain a failure by what happened.

@@ -17,6 +17,7 @@
 //! stages expose their attributes for that: [`crate::stages::modify_qp_rtr::rtr_attr`] and
 //! [`RTR_MASK`](crate::stages::modify_qp_rtr::RTR_MASK), and the same for RTS.
 
+pub mod atomics;
 pub mod create_qp;
 pub mod modify_qp_rtr;
 pub mod modify_qp_rts;

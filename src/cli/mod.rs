@@ -25,6 +25,7 @@ use clap::Args;
 
 use crate::exchange::Peer;
 use crate::role::Role;
+use crate::stages::atomics::Atomic;
 use crate::stages::open_device::DeviceChoice;
 use std::time::Duration;
 
@@ -141,6 +142,22 @@ pub struct BwArgs {
     /// MiB/s like ib_write_bw
     #[arg(long)]
     pub bw: bool,
+}
+
+/// Step 13's own flag, besides [`PingpongArgs`]: `ib_atomic_lat`'s `-A`.
+#[derive(Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtomicArgs {
+    /// The atomic the client posts: FETCH_AND_ADD (add 1) or CMP_AND_SWAP (swap in one more
+    /// than the value expected); both sides need the same
+    #[arg(short = 'A', long = "atomic_type", value_name = "TYPE", default_value = "FETCH_AND_ADD", value_parser = parse_atomic)]
+    pub atomic: Atomic,
+}
+
+fn parse_atomic(s: &str) -> Result<Atomic, String> {
+    [Atomic::FetchAndAdd, Atomic::CmpAndSwap]
+        .into_iter()
+        .find(|a| a.name() == s)
+        .ok_or_else(|| format!("`{s}` is not an atomic: use FETCH_AND_ADD or CMP_AND_SWAP (ib_atomic_lat's names)"))
 }
 
 /// Step 12's own flag, besides [`PingpongArgs`]: `ibv_srq_pingpong`'s `-q`.

@@ -71,12 +71,16 @@ pub use ibverbs_sys::ibv_qp_type::{IBV_QPT_RC, IBV_QPT_UD};
 pub use ibverbs_sys::ibv_wc_opcode::{
     IBV_WC_RDMA_READ, IBV_WC_RDMA_WRITE, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_SEND,
 };
-pub use ibverbs_sys::ibv_wr_opcode::{IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND};
+pub use ibverbs_sys::ibv_wr_opcode::{
+    IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE,
+    IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND,
+};
 pub use ibverbs_sys::{
     ibv_access_flags, ibv_ah_attr, ibv_device_attr, ibv_gid, ibv_global_route, ibv_mtu, ibv_port_attr, ibv_qp_attr,
     ibv_qp_attr_mask, ibv_qp_cap, ibv_qp_init_attr, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc,
     ibv_wc_flags,
 };
+pub use ibverbs_sys::{IBV_ATOMIC_HCA, IBV_ATOMIC_NONE};
 pub use ibverbs_sys::{
     IBV_LINK_LAYER_ETHERNET, IBV_LINK_LAYER_INFINIBAND, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_256, IBV_MTU_4096,
     IBV_MTU_512,
@@ -88,6 +92,9 @@ pub use ibverbs_sys::ibv_send_wr__bindgen_ty_1 as ibv_send_wr_imm;
 pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2 as ibv_send_wr_wr;
 /// `wr.wr.rdma`: where an RDMA operation goes in the peer's memory (`remote_addr`, `rkey`).
 pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 as ibv_send_wr_rdma;
+/// `wr.wr.atomic`: the peer's 64-bit word (`remote_addr`, `rkey`) and the operands
+/// (`compare_add`, `swap`).
+pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 as ibv_send_wr_atomic;
 /// `wr.wr.ud`: where a UD send goes (`ah`, `remote_qpn`, `remote_qkey`).
 pub use ibverbs_sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 as ibv_send_wr_ud;
 
@@ -136,6 +143,8 @@ pub const IBV_ACCESS_LOCAL_WRITE: ffi::ibv_access_flags = ffi::ibv_access_flags:
 pub const IBV_ACCESS_REMOTE_WRITE: ffi::ibv_access_flags = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE;
 /// A remote QP may RDMA READ from the memory region.
 pub const IBV_ACCESS_REMOTE_READ: ffi::ibv_access_flags = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_READ;
+/// A remote QP may perform atomics on 64-bit words of the memory region.
+pub const IBV_ACCESS_REMOTE_ATOMIC: ffi::ibv_access_flags = ffi::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC;
 
 /// Generate a completion for this send WR.
 pub const IBV_SEND_SIGNALED: ffi::ibv_send_flags = ffi::ibv_send_flags::IBV_SEND_SIGNALED;

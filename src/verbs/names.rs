@@ -77,6 +77,8 @@ pub fn wc_opcode_name(opcode: ibverbs_sys::ibv_wc_opcode::Type) -> &'static str 
         IBV_WC_RDMA_WRITE => "IBV_WC_RDMA_WRITE",
         IBV_WC_RDMA_READ => "IBV_WC_RDMA_READ",
         IBV_WC_RECV_RDMA_WITH_IMM => "IBV_WC_RECV_RDMA_WITH_IMM",
+        ibverbs_sys::ibv_wc_opcode::IBV_WC_COMP_SWAP => "IBV_WC_COMP_SWAP",
+        ibverbs_sys::ibv_wc_opcode::IBV_WC_FETCH_ADD => "IBV_WC_FETCH_ADD",
         _ => "other",
     }
 }

@@ -7,6 +7,7 @@
 //! One test binary per group of what the tests need (a device, no device, the host's
 //! VMs), so the suite links three binaries instead of one per file.
 
+mod atomic_interop;
 mod bad_input;
 mod break_it;
 mod c_pingpong;

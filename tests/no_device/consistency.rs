@@ -232,11 +232,12 @@ fn steps_call_the_connection_stages_in_order() {
         // Each stage's call, or the calls that may stand for it: a pair step connects
         // (`connect(`) rather than calling stages 05-06 one by one; 12 builds -q QPs on one
         // SRQ and connects them all, with stage 04's and 06's functions inside
-        // (src/stages/srq_pingpong.rs), and so does a step built on it.
+        // (src/stages/srq_pingpong.rs), and so does a step built on it; 13 speaks perftest's
+        // handshake, which connects after its key exchange, and calls 05 and 06 itself.
         let mut calls: Vec<Vec<String>> =
             steps[..=n.min(last)].iter().map(|s| vec![format!("{}(", s.stage())]).collect();
         if n >= 5 && step.pair {
-            calls[4] = vec!["connect(".to_string(), "connect_srq(".to_string()];
+            calls[4] = vec!["connect(".to_string(), "connect_srq(".to_string(), "modify_qp_rtr(".to_string()];
         }
         if step.pair && calls.len() > 3 {
             calls[3].push("create_srq_qps(".to_string());

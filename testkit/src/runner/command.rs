@@ -14,7 +14,7 @@ pub enum Player {
     /// reference), at this path.
     Ours(String),
     /// The C tool the step dissects (`pair` steps), the list's `c=`: rdma-core's
-    /// `ibv_rc_pingpong`, `ibv_ud_pingpong`, …, or perftest's `ib_write_bw` (`no-c-peer`:
+    /// `ibv_rc_pingpong`, `ibv_ud_pingpong`, …, perftest's `ib_atomic_lat`, or its `ib_write_bw` (`no-c-peer`:
     /// only ever its own peer, as in lab/bench).
     C,
     /// Debian's rping (`cm` steps), rdma-core's `librdmacm/examples/rping.c`.
@@ -97,7 +97,8 @@ impl Run {
             cmd.extend(["stdbuf".to_string(), "-oL".into()]);
         }
         cmd.push(program.clone());
-        let gid_flag = if program == "ib_write_bw" { "-x" } else { "-g" };
+        // perftest's tools (ib_write_bw, ib_atomic_lat) spell the GID index -x.
+        let gid_flag = if program.starts_with("ib_") { "-x" } else { "-g" };
         let device = [
             "-d".to_string(),
             dev.name.clone(),
