@@ -329,6 +329,27 @@ fn step_09_writes_with_the_exchanged_rkey_and_address() {
     snapshot("wire-09_rdma_write", &wire_view(&run));
 }
 
+/// Step 13 across two hosts: each fetch-and-add is one *Fetch Add* packet whose AtomicETH
+/// names the server's word — the rkey and address it sent over TCP — and the addend, and
+/// one *Atomic Acknowledge* answers it, its AtomicAckETH carrying the word's original value.
+#[test]
+fn step_13_atomics_name_the_word_and_bring_back_its_original() {
+    let run = across_two_hosts("13", "-n 3", "13");
+    let (rkey, addr) = (run.local("h1", "RKEY"), run.local("h1", "ADDR"));
+    let requests: Vec<&Packet> = run.packets.iter().filter(|p| p.rest.contains("AtomicETH")).collect();
+    assert_eq!(requests.len(), 3, "one packet per atomic: {:?}", run.packets);
+    for p in &requests {
+        assert!(p.src == "192.0.2.2" && p.opcode.contains("Fetch Add"), "{p:?}");
+        assert!(p.rest.contains(&format!("va={addr} rkey={rkey} swap_add=1 ")), "not the exchanged word, +1: {p:?}");
+    }
+    let answers: Vec<&Packet> = run.packets.iter().filter(|p| p.rest.contains("AtomicAckETH")).collect();
+    assert_eq!(answers.len(), 3, "one answer per atomic: {:?}", run.packets);
+    for (i, p) in answers.iter().enumerate() {
+        assert!(p.src == "192.0.2.1" && p.rest.ends_with(&format!("AtomicAckETH orig={i}")), "{p:?}");
+    }
+    snapshot("wire-13_atomics", &wire_view(&run));
+}
+
 /// Step 11 across two hosts: three round trips of datagrams. Each message is one UD SEND
 /// Only packet carrying a DETH (the Q_Key the receiver's QP checks, and the sender's QP
 /// number, which the receiver's completion reports as `src_qp`), and nothing else crosses the
