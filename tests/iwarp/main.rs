@@ -48,3 +48,21 @@ fn step_08_is_refused_at_rts_and_points_at_step_10() {
     snapshots(|| insta::assert_snapshot!("iwarp__08_poll_cq-refused", text));
     book_output("iwarp", "08_poll_cq-refused", &err);
 }
+
+/// Step 13 on iWARP: siw reports `atomic_cap` `IBV_ATOMIC_NONE`, and step 13 stops before
+/// its handshake with that cause, on both sides. (An iWARP adapter with the atomics of RFC
+/// 7306 would get as far as step 08 does, and be refused at RTS.)
+#[test]
+fn step_13_stops_at_atomic_cap_none() {
+    let _device = device_lock();
+    let program = env!("CARGO_BIN_EXE_13_atomics");
+    let run = Run::new(common::step("13_atomics").unwrap()).ours(program).flags(&["-n", "3", "--timeout", "5"]);
+    let (s, c) = run.server_client();
+    for (role, out) in [("server", &s), ("client", &c)] {
+        assert_eq!(out.status.code(), Some(1), "{role}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("atomic_cap=IBV_ATOMIC_NONE") && !text.contains("tcp "), "{role}:\n{text}");
+        assert!(err.contains("reports atomic_cap IBV_ATOMIC_NONE") && !err.contains("panicked"), "{role}: {err}");
+    }
+}
