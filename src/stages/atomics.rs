@@ -97,7 +97,7 @@ pub fn check_atomics(dev: &Device, size: u32) -> Result<()> {
         return Err(Error::new("ibv_query_device")
             .cause(format!(
                 "{} reports atomic_cap IBV_ATOMIC_NONE: it performs no atomic operations (siw, the \
-                 iWARP device, is one: the iWARP atomics of RFC 7306 are not implemented in it)",
+                 Soft-iWARP device, is one)",
                 dev.ctx.name()
             ))
             .fix("run step 13 on an InfiniBand or RoCE device (rxe0 in the lab VM)"));
@@ -107,8 +107,9 @@ pub fn check_atomics(dev: &Device, size: u32) -> Result<()> {
 
 // ANCHOR: stage
 /// Posts one atomic on the 8 bytes at `remote.vaddr` in the peer's memory: FETCH_AND_ADD
-/// of `add`, or COMPARE_AND_SWAP of `compare` for `swap`. The original value lands in the
-/// first 8 bytes of `mr` (read it with [`original`] once the completion is polled).
+/// of `compare_add`, or COMPARE_AND_SWAP, which writes `swap` if the word equals
+/// `compare_add`. The original value lands in the first 8 bytes of `mr` (read it with
+/// [`read_word`] once the completion is polled).
 pub fn post_atomic(qp: &Qp, mr: &Mr, remote: &Keys, op: Atomic, compare_add: u64, swap: u64) -> Result<()> {
     // The gather entry is where the answer goes: 8 bytes, the size of every atomic.
     let list = ibv_sge { addr: mr.addr(), length: 8, lkey: mr.lkey() };
@@ -151,9 +152,11 @@ pub fn zero_word(mr: &mut Mr) {
     trace::event("word").kv("addr", Hex64(mr.addr())).kv("value", 0).emit();
 }
 
-/// The original value an atomic returned, from the first 8 bytes of `mr`: sound to read once
-/// its completion has been polled. rxe writes it in the host's byte order.
-pub fn original(mr: &Mr) -> u64 {
+/// The 64-bit word at the start of `mr`, in the host's byte order: on the requester, the
+/// original value an atomic returned (sound to read once its completion is polled; rxe
+/// writes it in the host's order); on the target, the word itself (once the peer has said
+/// it is done).
+pub fn read_word(mr: &Mr) -> u64 {
     let bytes: [u8; 8] = mr.read(0, 8).try_into().expect("an MR of at least 8 bytes");
     u64::from_ne_bytes(bytes)
 }
@@ -332,7 +335,7 @@ pub fn run_atomics(q: &Queues, mr: &Mr, remote: &Keys, op: Atomic, iters: u32, t
         let expected = last;
         post_atomic(qp, mr, remote, op, compare_add, swap)?;
         wait_spinning(cq, &[Send(ATOMIC_WRID)], timeout)?;
-        let got = original(mr);
+        let got = read_word(mr);
         if i == 0 {
             trace::event("original").kv("value", got).emit();
             first = Some(got);
@@ -362,7 +365,7 @@ pub fn run_atomics(q: &Queues, mr: &Mr, remote: &Keys, op: Atomic, iters: u32, t
 /// `iters` for a counter that started at 0 — or 0 after `ib_atomic_lat`'s
 /// COMPARE_AND_SWAP, which swaps 0 for 0 (`ATOMIC_SWAP_VALUE`).
 pub fn verify_word(mr: &Mr, op: Atomic, iters: u32) -> Result<()> {
-    let value = original(mr);
+    let value = read_word(mr);
     let ok = value == u64::from(iters) || (op == Atomic::CmpAndSwap && value == 0);
     trace::event("verify").kv("word", value).kv("ok", if ok { "yes" } else { "no" }).emit();
     if !ok {
