@@ -68,8 +68,8 @@ fn main() -> std::process::ExitCode {
                 verify_word(&mr, atomic, args.iters)?;
             }
         }
-        Ok(())
         // ANCHOR_END: new
+        Ok(())
     })
 }
 // ANCHOR_END: main
