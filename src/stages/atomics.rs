@@ -258,7 +258,7 @@ pub fn perftest_handshake(peer: &Peer, local: &Keys, mtu: ibv_mtu) -> Result<Han
 impl Handshake {
     /// The peer's QP as stage 05's RTR takes it.
     pub fn dest(&self) -> Dest {
-        Dest { lid: self.remote.lid, qpn: self.remote.qpn, psn: self.remote.psn, gid: self.remote.gid }
+        self.remote.dest()
     }
 
     /// Once our QP is in RTS: two more exchanges, after which both QPs are (perftest prints
@@ -275,19 +275,15 @@ impl Handshake {
     /// may now look at its memory. Then `"done"`, as perftest 6.06 ends (later versions
     /// send nothing more, and read nothing more: neither side reads it).
     pub fn close(mut self, local: &Keys) -> Result<()> {
-        if self.client {
-            self.conn.send(local)?;
-            let _: Keys = self.conn.recv_last()?;
-        } else {
-            let _: Keys = self.conn.recv_last().map_err(|err| match err {
-                ExchangeError::Closed { sending: false, .. } => Error::new("waiting for the client's last keys").cause(
+        swap_last(&mut self.conn, self.client, local).map_err(|err| match err {
+            ExchangeError::Closed { sending: false, .. } if !self.client => {
+                Error::new("waiting for the client's last keys").cause(
                     "the client closed the connection without sending them: it stopped before its atomics \
                      were done, and its own error says why",
-                ),
-                err => err.into(),
-            })?;
-            self.conn.send(local)?;
-        }
+                )
+            }
+            err => err.into(),
+        })?;
         trace::event("tcp exchange").kv("keys", 5).kv("bytes", Keys::LEN).emit();
         // A courtesy the peer does not wait for: it may have closed already, and a failed
         // write changes nothing for either side.
@@ -301,11 +297,27 @@ impl Handshake {
 /// One symmetric exchange: the client writes, then reads; the server reads, then writes
 /// (`ctx_xchg_data`).
 fn swap<M: Message>(conn: &mut Connection, client: bool, ours: &M) -> Result<M> {
+    Ok(exchange(conn, client, ours, false)?)
+}
+
+/// The last exchange, after which the peer may send what we do not read
+/// ([`Connection::recv_last`]).
+fn swap_last<M: Message>(conn: &mut Connection, client: bool, ours: &M) -> std::result::Result<M, ExchangeError> {
+    exchange(conn, client, ours, true)
+}
+
+fn exchange<M: Message>(
+    conn: &mut Connection,
+    client: bool,
+    ours: &M,
+    last: bool,
+) -> std::result::Result<M, ExchangeError> {
+    let recv = |conn: &mut Connection| if last { conn.recv_last() } else { conn.recv() };
     if client {
         conn.send(ours)?;
-        Ok(conn.recv()?)
+        recv(conn)
     } else {
-        let theirs = conn.recv()?;
+        let theirs = recv(conn)?;
         conn.send(ours)?;
         Ok(theirs)
     }

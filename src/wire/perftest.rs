@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use super::{gid_to_wire_gid, MAX_24BIT};
+use super::MAX_24BIT;
 use super::{layout_len, parse_layout, Message, Piece, WireError};
 use crate::wire::Piece::{Colon, Hex, Nul};
 
@@ -247,17 +247,17 @@ impl Message for Keys {
 }
 
 impl Keys {
-    /// The GID as rc_pingpong's message carries it: what stage 05's RTR is given.
-    pub fn wire_gid(&self) -> String {
-        gid_to_wire_gid(&self.gid)
+    /// The QP's address in rc_pingpong's terms: what stage 05's RTR is given, and what the
+    /// address line prints.
+    pub fn dest(&self) -> super::Dest {
+        super::Dest { lid: self.lid, qpn: self.qpn, psn: self.psn, gid: self.gid }
     }
 }
 
 /// In the words of rc_pingpong's address line, so the trace reads (and is redacted) alike.
 impl fmt::Display for Keys {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        let dest = super::Dest { lid: self.lid, qpn: self.qpn, psn: self.psn, gid: self.gid };
-        write!(f, "{dest}, RKEY 0x{:08x}, ADDR 0x{:016x}, OUT_READS {}", self.rkey, self.vaddr, self.out_reads)
+        write!(f, "{}, RKEY 0x{:08x}, ADDR 0x{:016x}, OUT_READS {}", self.dest(), self.rkey, self.vaddr, self.out_reads)
     }
 }
 
