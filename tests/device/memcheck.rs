@@ -3,8 +3,9 @@
 //! memcheck error) or a definite leak, or does not exit 0.
 //!
 //! Needs an RDMA device and valgrind: run it with `lab/test` or
-//! `lab/run cargo test --test device memcheck::`. Under the lab VM's emulated CPU it takes about
-//! two minutes (16 processes under valgrind); the script prints one line per process.
+//! `lab/run cargo test --test device memcheck::`. It is the slowest device test: each process
+//! starts valgrind on the lab VM's emulated CPU (lab/README.md, "valgrind memcheck"); the
+//! script prints one line per process.
 
 use testkit as common;
 
