@@ -1,7 +1,8 @@
 //! `cargo xtask new-step` as a contributor meets it: in a clone of the committed tree, a new
 //! pair step after the last, and then the tests that need no device — the list, the book,
 //! the prose that must not count the steps, the tooling's own — pass with no other edit.
-//! On the host, not in a VM: it builds a second copy of the crate (its own target dir).
+//! On the host, not in a VM: it builds a second copy of the crate (its own target dir), the
+//! dependencies from crates.io taken from this build, as a contributor's warm cache.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,11 +23,37 @@ fn run(dir: &Path, program: &str, args: &[&str], target: &Path) -> (bool, String
     (out.status.success(), said)
 }
 
+/// Seeds `target` with this build's `debug/` outputs but its executables: what cargo's
+/// fingerprints find fresh (the crates.io dependencies, built from the same lock file) is
+/// not built again; the clone's own crates are, its sources being newer than those outputs.
+/// Copies, not links: cargo rewrites a fingerprint in place, and the clone's crates share
+/// their file names with this tree's (cargo hashes a path package's path from the workspace
+/// root).
+fn seed(target: &Path) {
+    let exe = std::env::current_exe().unwrap();
+    let ours = exe.parent().and_then(Path::parent).expect("the test runs from <target>/debug/deps");
+    let debug = target.join("debug");
+    std::fs::create_dir_all(debug.join("deps")).unwrap();
+    // cp -a: with their times, which cargo compares with its dependents' outputs.
+    let cp = |from: Vec<PathBuf>, to: &Path| {
+        let out = Command::new("cp").arg("-a").args(&from).arg(to).output().unwrap();
+        assert!(out.status.success(), "cp -a into {}: {}", to.display(), String::from_utf8_lossy(&out.stderr));
+    };
+    cp(vec![ours.join("build"), ours.join(".fingerprint")], &debug);
+    let libraries = std::fs::read_dir(ours.join("deps"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| matches!(path.extension().and_then(|e| e.to_str()), Some("rlib" | "rmeta" | "so" | "d")))
+        .collect();
+    cp(libraries, &debug.join("deps"));
+}
+
 #[test]
 fn a_new_pair_step_passes_the_no_device_tests_with_no_other_edit() {
     let scratch = std::env::temp_dir().join(format!("rdma-dissect-new-step-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     let (clone, target) = (scratch.join("clone"), scratch.join("target"));
+    seed(&target);
     let (ok, said) = run(&root(), "git", &["clone", "--quiet", ".", &clone.to_string_lossy()], &target);
     assert!(ok, "git clone: {said}");
     let next = format!("{:02}_example", testkit::steps().len() + 1);
