@@ -17,7 +17,7 @@ use crate::device::Device;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Pass {
     /// The filters of the tests that cannot ask the device ([`with_filters`](crate::with_filters)):
-    /// `tests/host_vms/two_hosts.rs` runs on the host and boots two lab VMs. The device tests
+    /// `tests/host_vms/two_hosts/` runs on the host and boots two lab VMs. The device tests
     /// use [`redact`], which checks what it hides.
     Host,
     /// [`redact`]'s last pass, after the device's values and the run's.
@@ -73,7 +73,7 @@ pub const RULES: &[(&str, &str, Pass)] = &[
         "after [COUNT] of $1 sends and [COUNT] of $2 receives",
         Pass::Both,
     ),
-    // Kernel counters the two-host lessons print (tests/host_vms/two_hosts.rs): how many times
+    // Kernel counters the two-host lessons print (tests/host_vms/two_hosts/lessons.rs): how many times
     // something failed or was retried depends on time; whether it did (0 or not) does not.
     (
         r"\b(sent_pkts|send_err|completer_retry_err|retry_exceeded_err|duplicate_request|rcvd_seq_err|carrier_changes|FragFails|OutDestUnreachs)=[1-9]\d*",

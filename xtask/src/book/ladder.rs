@@ -1,5 +1,5 @@
 //! The ladder (sequence) diagrams of the wire, `book/src/diagrams/ladder-*.svg`: each drawn
-//! from a two-host snapshot of decoded packets (`tests/host_vms/two_hosts.rs`, from the capture of a
+//! from a two-host snapshot of decoded packets (`tests/host_vms/two_hosts/`, from the capture of a
 //! real run), so a diagram shows what the capture showed and cannot drift from it.
 
 use std::path::Path;
