@@ -20,6 +20,7 @@ pub const LADDERS: &[(&str, &str, &str)] = &[
         "10: the CM on QP 1, one rping (SEND, READ, WRITE), the disconnect",
     ),
     ("two_hosts__wire-11_ud_pingpong", "ladder-11.svg", "11: three round trips of datagrams, and no acknowledgement"),
+    ("two_hosts__wire-13_atomics", "ladder-13.svg", "13: three fetch-and-adds, each answered with the original"),
     (
         "two_hosts__break-07_post_send-no-recv-rnr-retry",
         "ladder-rnr-nak.svg",
@@ -74,7 +75,8 @@ fn xml_escape(s: &str) -> String {
 ///
 /// Only an `Acknowledge` is labelled by its AETH's meaning. Other packets carry an AETH too
 /// — a READ response (the data coming back; its AETH acknowledges the request), an atomic
-/// acknowledge — and keep their opcode, with the AETH's meaning after it.
+/// acknowledge (the word's original value coming back) — and keep their opcode, with the
+/// AETH's meaning after it.
 fn ladder_row(line: &str, read_len: Option<&str>) -> (bool, String, &'static str) {
     let (who, rest) = line.split_once("  ").expect("who → whom, then the packet");
     let from_client = who.trim_start().starts_with("client");
@@ -87,9 +89,12 @@ fn ladder_row(line: &str, read_len: Option<&str>) -> (bool, String, &'static str
     let mut label = format!("{opcode} · PSN {psn}");
     let mut kind = match opcode {
         "Acknowledge" => "ack",
-        o if o.starts_with("RDMA Read Response") => "data",
+        o if o.starts_with("RDMA Read Response") || o == "Atomic Acknowledge" => "data",
         _ => "req",
     };
+    // An AtomicETH's operands: an add has one (swap_add is the addend, cmp unused), a
+    // compare-and-swap two.
+    let compare = opcode == "Compare Swap";
     if opcode == "RDMA Read Response Only" {
         if let Some(len) = read_len {
             label += &format!(" · {len} B of data");
@@ -118,6 +123,12 @@ fn ladder_row(line: &str, read_len: Option<&str>) -> (bool, String, &'static str
             label += " · ack-req";
         } else if let Some(q) = w.strip_prefix("qkey=") {
             label += &format!(" · Q_Key {q}");
+        } else if let Some(v) = w.strip_prefix("swap_add=") {
+            label += &if compare { format!(" · swap {v}") } else { format!(" · add {v}") };
+        } else if let Some(v) = w.strip_prefix("cmp=").filter(|_| compare) {
+            label += &format!(" if {v}");
+        } else if let Some(v) = w.strip_prefix("orig=") {
+            label += &format!(" · original {v}");
         }
     }
     (from_client, label, kind)
@@ -241,8 +252,22 @@ mod tests {
             ladder_row(resp, Some("64")),
             (true, "RDMA Read Response Only · PSN server+0 · 64 B of data · AETH ACK · MSN 1".to_string(), "data")
         );
-        let atomic = "client → server  RC Atomic Acknowledge             PSN server+4 AETH syndrome=0x1f msn=5";
-        assert_eq!(ladder_row(atomic, None).1, "Atomic Acknowledge · PSN server+4 · AETH ACK · MSN 5");
+    }
+
+    #[test]
+    fn an_atomic_shows_its_operands_and_its_answer_the_original() {
+        let add = "client → server  RC Fetch Add                       PSN client+1 ack-req AtomicETH va=[ADDR] \
+                   rkey=[RKEY] swap_add=1 cmp=0";
+        assert_eq!(ladder_row(add, None), (true, "Fetch Add · PSN client+1 · ack-req · add 1".to_string(), "req"));
+        let cas = "client → server  RC Compare Swap                    PSN client+0 ack-req AtomicETH va=[ADDR] \
+                   rkey=[RKEY] swap_add=1 cmp=0";
+        assert_eq!(ladder_row(cas, None).1, "Compare Swap · PSN client+0 · ack-req · swap 1 if 0");
+        let answer = "server → client  RC Atomic Acknowledge              PSN client+1 AETH syndrome=0x1f msn=2 \
+                      AtomicAckETH orig=1";
+        assert_eq!(
+            ladder_row(answer, None),
+            (false, "Atomic Acknowledge · PSN client+1 · AETH ACK · MSN 2 · original 1".to_string(), "data")
+        );
     }
 
     #[test]
