@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::link;
 use crate::trace::{self, Key};
-use crate::verbs::{self, ibv_wc, names, Cq};
+use crate::verbs::{self, ibv_wc, names, Cq, Watchdog};
 use ibverbs_sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
 
 /// The longest nap of [`wait_for`] between two empty polls: how late, at most, it notices
@@ -152,9 +152,7 @@ fn wait_with(cq: &Cq, expected: &[Awaited], timeout: Duration, backoff: &mut Bac
         if now > deadline {
             let missing: Vec<Awaited> =
                 expected.iter().zip(&got).filter(|(_, slot)| slot.is_none()).map(|(w, _)| *w).collect();
-            return Err(Error::new("ibv_poll_cq")
-                .cause(timeout_cause(&missing, timeout))
-                .fix("read the peer's output first; start both sides; raise --timeout on a slow machine"));
+            return Err(timed_out(&missing, timeout));
         }
         // Nothing to do but wait. (09's target waits here, napping, through the whole --bw
         // transfer: spinning, it took one of the lab VM's two vCPUs for itself; waking every
@@ -165,6 +163,36 @@ fn wait_with(cq: &Cq, expected: &[Awaited], timeout: Duration, backoff: &mut Bac
         trace_wc(&wc);
     }
     Ok(())
+}
+
+/// Busy-polls `cq` for `awaited`, the one work request in flight, as a timed loop must
+/// (step 13's, one atomic at a time): no clock read and no allocation per call — the wait
+/// is bounded by `dog`, one load per empty poll and one store per completion, as 08's loop
+/// is. Traces the completion (unless muted); a failed one is explained with `completed`,
+/// how many of its kind completed before it.
+#[inline]
+pub fn spin_for_one(cq: &Cq, awaited: Awaited, dog: &Watchdog, timeout: Duration, completed: u64) -> Result<ibv_wc> {
+    let mut wc = [verbs::WC_ZERO; 1];
+    while cq.poll(&mut wc)? == 0 {
+        if dog.fired() {
+            return Err(timed_out(&[awaited], timeout));
+        }
+    }
+    dog.progress();
+    check_wcs(cq, &wc, |_| completed)?;
+    if wc[0].wr_id() != awaited.wr_id() {
+        return Err(Error::new("ibv_poll_cq").cause(format!("completion for unexpected wr_id {}", wc[0].wr_id())));
+    }
+    trace_wc(&wc[0]);
+    Ok(wc[0])
+}
+
+/// The error of a wait that saw nothing complete for `missing` within `timeout`.
+#[cold]
+fn timed_out(missing: &[Awaited], timeout: Duration) -> Error {
+    Error::new("ibv_poll_cq")
+        .cause(timeout_cause(missing, timeout))
+        .fix("read the peer's output first; start both sides; raise --timeout on a slow machine")
 }
 
 /// Why the work requests in `missing` may still be incomplete after `timeout`: a send and a

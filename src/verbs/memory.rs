@@ -262,13 +262,22 @@ impl Mr {
     /// promise to us: InfiniBand orders completions, not the placement of bytes.
     pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
         let start = offset.min(self.buf.layout.size());
-        let len = len.min(self.buf.layout.size() - start);
-        let mut out = vec![0; len];
+        let mut out = vec![0; len.min(self.buf.layout.size() - start)];
+        self.read_into(offset, &mut out);
+        out
+    }
+
+    /// [`Mr::read`] into `out`, without an allocation (a timed loop's read): copies as much
+    /// of `out` as the region reaches from `offset`, and returns how much that was.
+    #[inline]
+    pub fn read_into(&self, offset: usize, out: &mut [u8]) -> usize {
+        let start = offset.min(self.buf.layout.size());
+        let len = out.len().min(self.buf.layout.size() - start);
         // SAFETY: start..start+len lies inside the live allocation; `out` is a separate
-        // allocation. No reference to the region is made, so bytes the device writes
+        // borrow. No reference to the region is made, so bytes the device writes
         // meanwhile break no aliasing promise (see the type's doc).
         unsafe { ptr::copy_nonoverlapping(self.buf.ptr.as_ptr().add(start), out.as_mut_ptr(), len) };
-        out
+        len
     }
 
     /// Copies `data` into the region at `offset`, as far as the region reaches: fill it
