@@ -90,6 +90,8 @@ pub fn render(raw: &Raw) -> Result<String, String> {
             "lat-e" => " (-e)",
             "ud" => " (11, polling)",
             "srq" => " (12, polling)",
+            "atomic" => " (13, FETCH_AND_ADD)",
+            "atomic-cas" => " (13, CMP_AND_SWAP)",
             _ => "",
         };
         writeln!(
@@ -115,7 +117,7 @@ pub fn render(raw: &Raw) -> Result<String, String> {
         raw.rerun_note()
     )
     .unwrap();
-    let polling: Vec<&str> = ["lat", "ud", "srq"].into_iter().filter(|c| has(c)).collect();
+    let polling: Vec<&str> = ["lat", "ud", "srq", "atomic", "atomic-cas"].into_iter().filter(|c| has(c)).collect();
     if icount && !polling.is_empty() {
         writeln!(
             out,
@@ -129,6 +131,9 @@ pub fn render(raw: &Raw) -> Result<String, String> {
     }
     if has("srq") {
         out.push_str("srq: `ibv_srq_pingpong` against `12_srq_pingpong`, the same -g, -s and -n on both sides and both tools' defaults -q 16 -r 500.\n");
+    }
+    if has("atomic") || has("atomic-cas") {
+        out.push_str("atomic: `ib_atomic_lat` against `13_atomics`, the same -g (perftest's -x), -n and -A on both sides; both clients with lab/loop_clock.c preloaded (LOOP_CLOCK_BY=completions), which times the loop from its first completion to its last on the guest's clock: us per atomic (perftest's own figures are on its cycle counter).\n");
     }
     if !rping_only {
         writeln!(
@@ -186,6 +191,25 @@ mod tests {
         // Every position's median is 11 (10 and 12), so is the others': no A/A difference.
         assert_eq!(n.resolution, 0.);
         assert!((n.spread - 2. / 11.).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_atomic_cases_say_what_was_timed_and_how() {
+        let mut text = String::from("#\tclock\ticount\n");
+        for case in ["atomic", "atomic-cas"] {
+            for round in 1..=2 {
+                for (slot, tool, v) in
+                    [("ab1", "c", 12.7), ("ab2", "ours", 12.8), ("aa1", "c", 12.7), ("aa2", "c", 12.7)]
+                {
+                    text.push_str(&format!("{case}\t8\t10000\t{round}\t{slot}\t{tool}\t{v}\n"));
+                }
+            }
+        }
+        let out = render(&Raw::parse(&text).unwrap()).unwrap();
+        assert!(out.contains("| atomic (13, FETCH_AND_ADD) | 8 | 10000 | 12.70 us | 12.80 us |"), "{out}");
+        assert!(out.contains("| atomic-cas (13, CMP_AND_SWAP) |"), "{out}");
+        assert!(out.contains("Polling cases (atomic, atomic-cas) ran both tools with lab/yield_poll.c"), "{out}");
+        assert!(out.contains("LOOP_CLOCK_BY=completions"), "{out}");
     }
 
     #[test]
