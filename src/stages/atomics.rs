@@ -26,7 +26,7 @@
 
 use crate::error::{Error, Result};
 use crate::exchange::{Connection, ExchangeError, Peer};
-use crate::poll::{spin_for_one, Awaited::Send};
+use crate::poll::{spin_for_one, trace_wc, Awaited::Send};
 use crate::stages::create_qp::{QpOptions, Queues};
 use crate::stages::modify_qp_rtr::random_psn;
 use crate::stages::open_device::Device;
@@ -350,9 +350,10 @@ pub fn run_atomics(q: &Queues, mr: &Mr, remote: &Keys, op: Atomic, iters: u32, t
         };
         let expected = last;
         post_atomic(qp, mr, remote, op, compare_add, swap)?;
-        spin_for_one(cq, Send(ATOMIC_WRID), &dog, timeout, u64::from(i))?;
+        let wc = spin_for_one(cq, Send(ATOMIC_WRID), &dog, timeout, u64::from(i))?;
         let got = read_word(mr);
         if i == 0 {
+            trace_wc(&wc);
             trace::event("original").kv("value", got).emit();
             first = Some(got);
             mute = Some(trace::mute());
