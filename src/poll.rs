@@ -168,9 +168,10 @@ fn wait_with(cq: &Cq, expected: &[Awaited], timeout: Duration, backoff: &mut Bac
 /// Busy-polls `cq` for `awaited`, the one work request in flight, as a timed loop must
 /// (step 13's, one atomic at a time): no clock read and no allocation per call — the wait
 /// is bounded by `dog`, one load per empty poll and one store per completion, as 08's loop
-/// is. Returns the completion for the caller to trace (a timed loop traces its first: even
-/// muted, building the line costs a loop this short ≈ 0.5 %); a failed one is explained
-/// with `completed`, how many of its kind completed before it.
+/// is. Returns the completion for the caller to trace (a timed loop traces only its
+/// first: a muted trace line still names the opcode and status, work a loop this short
+/// shows); a failed one is explained with `completed`, how many of its kind completed
+/// before it.
 #[inline]
 pub fn spin_for_one(cq: &Cq, awaited: Awaited, dog: &Watchdog, timeout: Duration, completed: u64) -> Result<ibv_wc> {
     let mut wc = [verbs::WC_ZERO; 1];
